@@ -1,0 +1,564 @@
+"""Declarative checks: the language of every hidden test.
+
+A hidden test block holds nothing but an import from this module and calls with literal arguments::
+
+    ### BEGIN HIDDEN TESTS
+    from grader.checks import check_close
+    check_close("softmax", reference="solutions.qkv:softmax",
+                cases="solutions.cases.qkv:softmax_cases", seed=1, atol=1e-6, rtol=1e-5,
+                banned=["torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax"])
+    ### END HIDDEN TESTS
+
+A check names the student's object (looked up in the notebook's namespace), a case generator and a
+reference by import path, and passes only literals (seeds, tolerances, sizes). Because of that, the
+grader can read every check of a cell statically (:func:`parse_checks`) without running student code,
+and every check runs in three phases that can live in different processes:
+
+1. :func:`prepare` (grader side): generate the cases from the seed; for modules, build the reference
+   module and take its ``state_dict`` so the student's module gets the very same weights.
+2. :func:`evaluate` (student side, later inside a sandbox): call the student's object on fresh copies of
+   the inputs and return *plain data* only (:func:`to_plain`): exact tensors become numpy arrays, other
+   objects are refused, so a lying ``__eq__`` or ``__torch_function__`` never reaches a comparison.
+3. :func:`judge` (grader side): compare with the reference (or run a property judge), check that the
+   inputs were not modified and that no banned function was called; raise :class:`CheckFailed`.
+
+In a plain kernel (source notebook, ``nbgrader autograde``) ``check_*`` runs the three phases in place
+and raises on failure, which is what nbgrader scores.
+
+Case generators have the signature ``gen(seed: int, **params) -> list[Case]``; property judges
+``judge(cases: list[Case], outputs: list) -> None`` and raise ``AssertionError`` with a message.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import importlib
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = [
+    "Array",
+    "Case",
+    "Check",
+    "CheckFailed",
+    "NotDeclarative",
+    "Outcome",
+    "check_close",
+    "check_module",
+    "check_property",
+    "evaluate",
+    "judge",
+    "parse_checks",
+    "prepare",
+    "resolve",
+    "run_local",
+    "to_plain",
+]
+
+#: Largest number of elements a single returned array may have (bounded output format).
+MAX_ELEMENTS = 20_000_000
+
+
+class CheckFailed(AssertionError):
+    """A check found a wrong answer. The message is written for the student."""
+
+
+class NotDeclarative(ValueError):
+    """A hidden-test block contains something other than literal check calls."""
+
+
+@dataclass
+class Case:
+    """One input to the student's object.
+
+    ``args``/``kwargs`` go to the call; when ``init`` is not None the target is an ``nn.Module`` class,
+    built as ``target(*init, **init_kwargs)``, given ``state`` with ``load_state_dict(strict=True)`` when
+    ``state`` is not None, put in eval mode, then called with ``args``/``kwargs``.
+    """
+
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    label: str = ""
+    init: tuple | None = None
+    init_kwargs: dict = field(default_factory=dict)
+    state: dict | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """A declarative check, as read from a hidden-test cell."""
+
+    kind: str  # "close" | "module" | "property"
+    target: str
+    cases: str
+    reference: str | None = None
+    judge: str | None = None
+    seed: int = 0
+    atol: float = 1e-5
+    rtol: float = 1e-5
+    banned: tuple[str, ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def describe(self) -> str:
+        return f"{self.kind} check of `{self.target}`"
+
+
+@dataclass(frozen=True)
+class Array:
+    """Plain-data form of a returned array: where it came from, its dtype name and its values."""
+
+    kind: str  # "torch" | "numpy"
+    dtype: str
+    value: np.ndarray
+
+
+@dataclass
+class Outcome:
+    """What evaluating one case produced, as plain data."""
+
+    output: Any = None
+    inputs_after: Any = None
+    error: str | None = None
+    banned_calls: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------------
+# import paths
+
+
+def resolve(path: str) -> Any:
+    """Import ``"package.module:attr.sub"`` (or a dotted ``"torch.Tensor.softmax"``) and return it."""
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+        parts = attr.split(".")
+    else:
+        names = path.split(".")
+        for cut in range(len(names) - 1, 0, -1):
+            try:
+                importlib.import_module(".".join(names[:cut]))
+            except ImportError:
+                continue
+            module_name, parts = ".".join(names[:cut]), names[cut:]
+            break
+        else:
+            raise ImportError(f"cannot resolve {path!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in parts:
+        obj = getattr(obj, part)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------------
+# plain data
+
+
+def to_plain(x: Any, _depth: int = 0) -> Any:
+    """Convert a returned value to plain data, refusing anything that could lie to a comparison.
+
+    Accepted: exact ``torch.Tensor`` / ``nn.Parameter`` and exact ``np.ndarray`` (numeric or bool),
+    Python and numpy scalars, ``None``, ``str``, tuples/lists (become lists) and dicts with str keys.
+    Raises ``TypeError`` with a message for the student otherwise.
+    """
+    if _depth > 8:
+        raise TypeError("returned a structure nested too deeply")
+    t = type(x)
+    if t is torch.Tensor or t is torch.nn.Parameter:
+        if x.numel() > MAX_ELEMENTS:
+            raise TypeError(f"returned a tensor with {x.numel()} elements (limit {MAX_ELEMENTS})")
+        if x.layout != torch.strided or x.is_quantized:
+            raise TypeError(f"returned a tensor with unsupported layout {x.layout}")
+        dtype = str(x.dtype).removeprefix("torch.")
+        base = torch.Tensor.detach(x).cpu()
+        if base.dtype in (torch.bfloat16, torch.float16):
+            base = base.float()
+        if base.is_complex():
+            base = base.resolve_conj()
+        return Array("torch", dtype, base.resolve_neg().numpy().copy())
+    if t is np.ndarray:
+        if x.dtype.kind not in "biufc":
+            raise TypeError(f"returned a numpy array of dtype {x.dtype}")
+        if x.size > MAX_ELEMENTS:
+            raise TypeError(f"returned an array with {x.size} elements (limit {MAX_ELEMENTS})")
+        return Array("numpy", str(x.dtype), np.array(x, copy=True))
+    if t is bool or t is np.bool_:
+        return bool(x)
+    if t is int or t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        return int(x)
+    if t is float or t in (np.float16, np.float32, np.float64):
+        return float(x)
+    if x is None or t is str:
+        return x
+    if t is tuple or t is list:
+        return [to_plain(v, _depth + 1) for v in x]
+    if t is dict:
+        if not all(type(k) is str for k in x):
+            raise TypeError("returned a dict whose keys are not all strings")
+        return {k: to_plain(v, _depth + 1) for k, v in x.items()}
+    raise TypeError(f"returned an object of type {t.__module__}.{t.__qualname__}, "
+                    "expected tensors, numbers or tuples of them")
+
+
+def from_plain(x: Any) -> Any:
+    """Rebuild tensors from plain data (for property judges)."""
+    if isinstance(x, Array):
+        if x.kind == "torch":
+            return torch.from_numpy(x.value.copy())
+        return x.value.copy()
+    if isinstance(x, list):
+        return tuple(from_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: from_plain(v) for k, v in x.items()}
+    return x
+
+
+def _clone(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, tuple):
+        return tuple(_clone(v) for v in x)
+    if isinstance(x, list):
+        return [_clone(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _clone(v) for k, v in x.items()}
+    return copy.deepcopy(x)
+
+
+# ---------------------------------------------------------------------------------------------------
+# phase 1: prepare (grader side)
+
+
+def prepare(check: Check) -> list[Case]:
+    """Generate the check's cases; give module cases the reference module's weights."""
+    gen = resolve(check.cases)
+    cases = list(gen(seed=check.seed, **dict(check.params)))
+    if not cases:
+        raise ValueError(f"case generator {check.cases} produced no cases")
+    if check.kind == "module":
+        ref_cls = resolve(check.reference)
+        for i, case in enumerate(cases):
+            if case.init is None:
+                raise ValueError(f"{check.cases}: module case {i} has no init")
+            if case.state is None:
+                torch.manual_seed(check.seed + i)
+                ref = ref_cls(*case.init, **case.init_kwargs)
+                case.state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------------
+# phase 2: evaluate (student side)
+
+
+class _BannedCallRecorder(TorchFunctionMode):
+    """Records calls to banned torch functions (``torch.softmax``, ``torch.Tensor.softmax``, ...)."""
+
+    def __init__(self, banned: dict[Any, str], seen: list[str]):
+        super().__init__()
+        self.banned, self.seen = banned, seen
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = self.banned.get(func)
+        if name is not None and name not in self.seen:
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+class _BannedOpRecorder(TorchDispatchMode):
+    """Records banned ATen operators (``aten._softmax``, ``aten._scaled_dot_product*``), whatever
+    Python path reached them. A trailing ``*`` matches every operator with that prefix."""
+
+    def __init__(self, patterns: list[str], seen: list[str]):
+        super().__init__()
+        self.patterns, self.seen = patterns, seen
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = "aten." + func.overloadpacket.__name__
+        for pattern in self.patterns:
+            hit = name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+            if hit and pattern not in self.seen:
+                self.seen.append(pattern)
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _recording_banned(names: Iterable[str], seen: list[str]):
+    names = list(names)
+    ops = [n for n in names if n.startswith("aten.")]
+    functions = {resolve(n): n for n in names if not n.startswith("aten.")}
+    with contextlib.ExitStack() as stack:
+        if functions:
+            stack.enter_context(_BannedCallRecorder(functions, seen))
+        if ops:
+            stack.enter_context(_BannedOpRecorder(ops, seen))
+        yield
+
+
+def _call(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
+    if case.init is None:
+        return obj(*args, **kwargs)
+    module = obj(*_clone(case.init), **_clone(case.init_kwargs))
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"{type(module).__name__} is not a torch.nn.Module")
+    if case.state is not None:
+        try:
+            module.load_state_dict(_clone(case.state), strict=True)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()
+            raise TypeError("its parameters do not match the expected names and shapes: "
+                            + " ".join(line.strip() for line in first[:3])) from None
+    module.eval()
+    return module(*args, **kwargs)
+
+
+def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Outcome]:
+    """Run the student's object on a fresh copy of every case and return plain outcomes."""
+    outcomes = []
+    for case in cases:
+        args, kwargs = _clone(case.args), _clone(case.kwargs)
+        outcome, seen = Outcome(), []
+        try:
+            with _recording_banned(banned, seen):
+                result = _call(obj, case, args, kwargs)
+            outcome.output = to_plain(result)
+        except Exception as exc:  # the student's error becomes the case's verdict
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        outcome.banned_calls = tuple(seen)
+        try:
+            outcome.inputs_after = to_plain([list(args), kwargs])
+        except TypeError:
+            outcome.inputs_after = None
+        outcomes.append(outcome)
+    return outcomes
+
+
+# ---------------------------------------------------------------------------------------------------
+# phase 3: judge (grader side)
+
+
+def _where(label: str, path: str) -> str:
+    where = f"case '{label}'" if label else "a case"
+    return f"{where}{', ' + path if path else ''}"
+
+
+def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -> str | None:
+    """Return None when ``got`` matches ``expected`` within tolerances, else a short reason."""
+    name = path or "the result"
+    if isinstance(expected, Array):
+        if not isinstance(got, Array):
+            return f"{name} should be a {'tensor' if expected.kind == 'torch' else 'numpy array'}, got {_kind(got)}"
+        if got.kind != expected.kind:
+            return f"{name} should be a {'torch tensor' if expected.kind == 'torch' else 'numpy array'}"
+        if got.value.shape != expected.value.shape:
+            return f"{name} has shape {tuple(got.value.shape)}, expected {tuple(expected.value.shape)}"
+        if got.dtype != expected.dtype:
+            return f"{name} has dtype {got.dtype}, expected {expected.dtype}"
+        e, g = expected.value, got.value
+        if e.dtype.kind in "biu":
+            if not np.array_equal(e, g):
+                bad = np.argwhere(e != g)
+                return f"{name} differs at {len(bad)} position(s), first at index {tuple(bad[0].tolist())}"
+            return None
+        if np.isnan(g).any() and not np.isnan(e).any():
+            return f"{name} contains NaN"
+        if not np.isfinite(g).all() and np.isfinite(e).all():
+            return f"{name} contains inf"
+        ok = np.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+        if not ok.all():
+            err = np.abs(g.astype(np.float64) - e.astype(np.float64))
+            err = np.where(ok, 0.0, np.nan_to_num(err, nan=np.inf))
+            idx = np.unravel_index(int(np.argmax(err)), err.shape)
+            return (f"{name} is off by up to {float(err[idx]):.3g} (at index {tuple(int(i) for i in idx)}); "
+                    f"tolerance atol={atol:g}, rtol={rtol:g}")
+        return None
+    if isinstance(expected, list):
+        if not isinstance(got, list):
+            return f"{name} should be a tuple of {len(expected)} values, got {_kind(got)}"
+        if len(got) != len(expected):
+            return f"{name} should have {len(expected)} values, got {len(got)}"
+        for i, (e, g) in enumerate(zip(expected, got)):
+            reason = compare(e, g, atol, rtol, f"{path}[{i}]" if path else f"output[{i}]")
+            if reason:
+                return reason
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or set(got) != set(expected):
+            return f"{name} should be a dict with keys {sorted(expected)}"
+        for k in expected:
+            reason = compare(expected[k], got[k], atol, rtol, f"{path}[{k!r}]")
+            if reason:
+                return reason
+        return None
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        return None if (type(got) is type(expected) and got == expected) else f"{name} is {got!r}, expected {expected!r}"
+    if isinstance(expected, int):
+        return None if (type(got) is int and got == expected) else f"{name} is {got!r}, expected {expected!r}"
+    if isinstance(expected, float):
+        if type(got) not in (int, float) or isinstance(got, bool):
+            return f"{name} should be a number, got {_kind(got)}"
+        if math.isnan(got) and not math.isnan(expected):
+            return f"{name} is NaN"
+        if not math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
+            return f"{name} is {got:.6g}, off by {abs(got - expected):.3g}; tolerance atol={atol:g}, rtol={rtol:g}"
+        return None
+    raise TypeError(f"cannot compare reference value of type {type(expected).__name__}")
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, Array):
+        return "a tensor" if x.kind == "torch" else "a numpy array"
+    if isinstance(x, list):
+        return f"a tuple of {len(x)} values"
+    return f"a {type(x).__name__}"
+
+
+def _reference_outputs(check: Check, cases: list[Case]) -> list[Any]:
+    ref = resolve(check.reference)
+    outs = []
+    for case in cases:
+        if case.init is None:
+            outs.append(to_plain(ref(*_clone(case.args), **_clone(case.kwargs))))
+        else:
+            outs.append(to_plain(_call(ref, case, _clone(case.args), _clone(case.kwargs))))
+    return outs
+
+
+def judge(check: Check, cases: list[Case], outcomes: list[Outcome]) -> None:
+    """Decide a check from plain outcomes; raise :class:`CheckFailed` with the first problem found."""
+    if len(outcomes) != len(cases):
+        raise CheckFailed(f"{check.describe()}: expected {len(cases)} results, got {len(outcomes)}")
+    for case, outcome in zip(cases, outcomes):
+        if outcome.banned_calls:
+            raise CheckFailed(f"`{check.target}` must not call {', '.join(outcome.banned_calls)} "
+                              "in this exercise: implement it yourself")
+        if outcome.error is not None:
+            raise CheckFailed(f"`{check.target}` raised on {_where(case.label, '')}: {outcome.error}")
+        before = to_plain([list(case.args), case.kwargs])
+        if compare(before, outcome.inputs_after, 0.0, 0.0, "input") is not None:
+            raise CheckFailed(f"`{check.target}` modified its inputs on {_where(case.label, '')}: "
+                              "functions must return new tensors and leave their arguments unchanged")
+    if check.kind in ("close", "module"):
+        expected = _reference_outputs(check, cases)
+        for case, exp, outcome in zip(cases, expected, outcomes):
+            reason = compare(exp, outcome.output, check.atol, check.rtol)
+            if reason:
+                raise CheckFailed(f"`{check.target}` is wrong on {_where(case.label, '')}: {reason}")
+    elif check.kind == "property":
+        judge_fn = resolve(check.judge)
+        try:
+            judge_fn(cases, [from_plain(o.output) for o in outcomes])
+        except AssertionError as exc:
+            raise CheckFailed(f"`{check.target}`: {exc}") from None
+    else:
+        raise ValueError(f"unknown check kind {check.kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# in-kernel entry points
+
+
+def run_local(check: Check, obj: Any) -> None:
+    """Run all three phases in this process (plain kernel, source notebook, tests)."""
+    cases = prepare(check)
+    outcomes = evaluate(obj, cases, check.banned)
+    judge(check, cases, outcomes)
+
+
+def _lookup(target: str, namespace: dict) -> Any:
+    if target not in namespace:
+        raise CheckFailed(f"`{target}` is not defined: run the cell that defines it")
+    return namespace[target]
+
+
+def _make(kind: str, target: str, cases: str, reference: str | None, judge_path: str | None,
+          seed: int, atol: float, rtol: float, banned: Iterable[str], params: dict) -> Check:
+    return Check(kind=kind, target=target, cases=cases, reference=reference, judge=judge_path,
+                 seed=int(seed), atol=float(atol), rtol=float(rtol), banned=tuple(banned),
+                 params=tuple(sorted(params.items())))
+
+
+def check_close(target: str, reference: str, cases: str, *, seed: int = 0, atol: float = 1e-5,
+                rtol: float = 1e-5, banned: Iterable[str] = (), **params: Any) -> None:
+    """The student's function equals the reference on every generated case, within tolerances."""
+    check = _make("close", target, cases, reference, None, seed, atol, rtol, banned, params)
+    run_local(check, _lookup(target, sys._getframe(1).f_globals))
+
+
+def check_module(target: str, reference: str, cases: str, *, seed: int = 0, atol: float = 1e-5,
+                 rtol: float = 1e-5, banned: Iterable[str] = (), **params: Any) -> None:
+    """The student's ``nn.Module`` class, given the reference module's weights, computes the same."""
+    check = _make("module", target, cases, reference, None, seed, atol, rtol, banned, params)
+    run_local(check, _lookup(target, sys._getframe(1).f_globals))
+
+
+def check_property(target: str, judge: str, cases: str, *, seed: int = 0,
+                   banned: Iterable[str] = (), **params: Any) -> None:
+    """The student's outputs on the generated cases satisfy a property decided by ``judge``."""
+    check = _make("property", target, cases, None, judge, seed, 0.0, 0.0, banned, params)
+    run_local(check, _lookup(target, sys._getframe(1).f_globals))
+
+
+CHECK_FUNCTIONS: dict[str, Callable[..., None]] = {
+    "check_close": check_close,
+    "check_module": check_module,
+    "check_property": check_property,
+}
+
+_KIND = {"check_close": "close", "check_module": "module", "check_property": "property"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# static reading
+
+
+def parse_checks(source: str) -> list[Check]:
+    """Read the checks of a hidden-test block without running it.
+
+    The block may contain only ``from grader.checks import ...`` and calls of ``check_*`` whose
+    arguments are literals; anything else raises :class:`NotDeclarative`.
+    """
+    tree = ast.parse(source)
+    checks = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "grader.checks":
+            if any(alias.name not in CHECK_FUNCTIONS or alias.asname for alias in node.names):
+                raise NotDeclarative(f"line {node.lineno}: only check functions may be imported")
+            continue
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id in CHECK_FUNCTIONS):
+            raise NotDeclarative(f"line {node.lineno}: a hidden test may only call check functions")
+        call = node.value
+        try:
+            args = [ast.literal_eval(a) for a in call.args]
+            kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
+        except ValueError:
+            raise NotDeclarative(f"line {node.lineno}: check arguments must be literals") from None
+        if any(kw.arg is None for kw in call.keywords):
+            raise NotDeclarative(f"line {node.lineno}: **kwargs are not allowed in a check")
+        fname = call.func.id
+        names = {"check_close": ["target", "reference", "cases"],
+                 "check_module": ["target", "reference", "cases"],
+                 "check_property": ["target", "judge", "cases"]}[fname]
+        if len(args) > len(names):
+            raise NotDeclarative(f"line {node.lineno}: too many positional arguments")
+        kwargs.update(dict(zip(names, args)))
+        missing = [n for n in names if n not in kwargs]
+        if missing:
+            raise NotDeclarative(f"line {node.lineno}: missing {', '.join(missing)}")
+        known = {"target", "reference", "judge", "cases", "seed", "atol", "rtol", "banned"}
+        params = {k: v for k, v in kwargs.items() if k not in known}
+        checks.append(_make(_KIND[fname], kwargs["target"], kwargs["cases"], kwargs.get("reference"),
+                            kwargs.get("judge"), kwargs.get("seed", 0), kwargs.get("atol", 1e-5),
+                            kwargs.get("rtol", 1e-5), kwargs.get("banned", ()), params))
+    return checks
