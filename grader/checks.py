@@ -401,7 +401,8 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
                 return reason
         return None
     if isinstance(expected, bool) or expected is None or isinstance(expected, str):
-        return None if (type(got) is type(expected) and got == expected) else f"{name} is {got!r}, expected {expected!r}"
+        same = type(got) is type(expected) and got == expected
+        return None if same else f"{name} is {got!r}, expected {expected!r}"
     if isinstance(expected, int):
         return None if (type(got) is int and got == expected) else f"{name} is {got!r}, expected {expected!r}"
     if isinstance(expected, float):

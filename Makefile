@@ -1,0 +1,54 @@
+# Two commands do everything on a fresh machine:
+#   make book   set up .venv, build the student release and the published book (_build/site/html)
+#   make test   set up .venv and run the whole test suite
+# GPU users: make book TORCH_SPEC=torch TORCH_INDEX=https://download.pytorch.org/whl/cu124  (see README)
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+PYTEST_ARGS ?=
+JOBS ?= 2
+# pip on these machines warns about every package its extra local index lacks; keep the log readable
+QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
+
+.PHONY: setup book instructor-book release test grade-demo lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | $(QUIET_PIP)
+	$(PY) -m pip install -q -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	$(PY) -c "import torch, nbgrader, jupyter_book, solutions, grader; print('torch', torch.__version__)"
+	touch $@
+
+setup: $(VENV)/.installed
+
+book: setup
+	$(VENV)/bin/grader release
+	$(VENV)/bin/grader book
+	@echo "Student notebooks: _build/release/<chapter>/   Site: open _build/site/html/index.html"
+
+instructor-book: setup
+	$(VENV)/bin/grader book --instructor
+
+release: setup
+	$(VENV)/bin/grader release
+
+test: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+grade-demo: setup
+	rm -rf _build/demo
+	$(PY) -m grader.samples _build/demo/submitted
+	$(VENV)/bin/grader autograde _build/demo/submitted --db sqlite:///$(CURDIR)/_build/demo/gradebook.db --jobs $(JOBS)
+	$(VENV)/bin/grader report --db sqlite:///$(CURDIR)/_build/demo/gradebook.db --csv _build/demo/grades.csv
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf _build

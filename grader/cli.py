@@ -1,0 +1,124 @@
+"""``grader``: build the published book, release student notebooks, autograde, report.
+
+    grader book [CHAPTER ...] [--instructor] [--fresh]
+    grader release [CHAPTER ...]
+    grader autograde SUBMITTED_DIR [--chapter CH ...] [--db URL] [--jobs N] [--timeout S]
+    grader report [--db URL] [--csv PATH] [--no-feedback]
+
+Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
+in one line, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .course import Course, GraderError, UsageError
+
+
+def _book(course: Course, args: argparse.Namespace) -> int:
+    from .site import build_site
+    from .stage import stage
+
+    chapters = course.select(args.chapters)
+    kind = "instructor" if args.instructor else "student"
+    start = time.perf_counter()
+    print(f"Staging the {kind} book ({len(chapters)} chapter(s))")
+    staged = stage(course, chapters, course.build / ("stage-instructor" if args.instructor else "stage"),
+                   instructor=args.instructor)
+    html = course.build / ("instructor" if args.instructor else "site") / "html"
+    print(f"Building the site into {html.relative_to(course.root)}")
+    build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh)
+    print(f"Done in {time.perf_counter() - start:.0f} s. Open {(html / 'index.html').relative_to(course.root)}")
+    if args.instructor:
+        print("This is the staff preview, with solutions and hidden tests: never publish it.")
+    return 0
+
+
+def _release(course: Course, args: argparse.Namespace) -> int:
+    from .release import release
+
+    print("Releasing student notebooks (nbgrader generate_assignment)")
+    release(course, course.select(args.chapters), db_url=args.db)
+    return 0
+
+
+def _autograde(course: Course, args: argparse.Namespace) -> int:
+    from .autograde import autograde
+
+    chapters = course.select(args.chapter) if args.chapter else None
+    print(f"Autograding {args.submitted} with {args.jobs} job(s)")
+    results = autograde(course, Path(args.submitted), chapters=chapters, db_url=args.db, jobs=args.jobs,
+                        timeout=args.timeout)
+    failed = sum(r.status == "failed" for r in results)
+    print(f"{len(results)} submission(s): {len(results) - failed} graded, {failed} could not be graded "
+          "(recorded with score 0 and a reason). Run `grader report` for the table.")
+    return 0
+
+
+def _report(course: Course, args: argparse.Namespace) -> int:
+    from .report import collect, feedback, table, write_csv
+
+    if args.db is None and not (course.build / "gradebook.db").exists():
+        raise UsageError("no gradebook yet: run `grader autograde SUBMITTED_DIR` first")
+    rows = collect(course, args.db)
+    print(table(rows))
+    path = write_csv(rows, Path(args.csv) if args.csv else course.build / "grades.csv")
+    print(f"\nCSV: {path}")
+    if not args.no_feedback:
+        problems = feedback(course, rows, args.db)
+        print(f"Feedback HTML: {course.build / 'feedback'}")
+        for p in problems:
+            print(f"warning: {p}", file=sys.stderr)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grader", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("book", help="stage the student view and build the published site")
+    b.add_argument("chapters", nargs="*", metavar="CHAPTER")
+    b.add_argument("--instructor", action="store_true", help="staff preview with solutions (never publish)")
+    b.add_argument("--fresh", action="store_true", help="rebuild every page from scratch")
+    b.add_argument("--lenient", action="store_true", help="do not treat Sphinx warnings as errors")
+    b.set_defaults(func=_book)
+
+    r = sub.add_parser("release", help="make the student notebooks with nbgrader")
+    r.add_argument("chapters", nargs="*", metavar="CHAPTER")
+    r.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite under _build/)")
+    r.set_defaults(func=_release)
+
+    a = sub.add_parser("autograde", help="grade submissions laid out as <student>/<chapter>/<notebook>.ipynb")
+    a.add_argument("submitted", metavar="SUBMITTED_DIR")
+    a.add_argument("--chapter", action="append", metavar="CHAPTER", help="only this chapter (repeatable)")
+    a.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite under _build/)")
+    a.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    a.add_argument("--timeout", type=float, default=600, help="wall-clock limit per submission, seconds")
+    a.set_defaults(func=_autograde)
+
+    t = sub.add_parser("report", help="grade table, CSV and feedback HTML")
+    t.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite under _build/)")
+    t.add_argument("--csv", help="where to write the CSV (default _build/grades.csv)")
+    t.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback HTML")
+    t.set_defaults(func=_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(Course.here(), args)
+    except UsageError as exc:
+        print(f"grader: error: {exc}", file=sys.stderr)
+        return 2
+    except GraderError as exc:
+        print(f"grader: {args.command} failed: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Where things are: the course layout every step shares.
+
+The book's chapters are the folders ``book/chNN_<slug>/`` that hold ``<slug>.ipynb``; each one is an
+nbgrader assignment whose id is the folder name (``ch02_qkv``) and whose notebook id is the slug
+(``qkv``). Everything generated lives under ``_build/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+CHAPTER_DIR = re.compile(r"^ch(\d\d)_([a-z0-9_]+)$")
+
+
+class GraderError(Exception):
+    """A failure the user can act on: reported as its message, without a traceback."""
+
+
+class UsageError(GraderError):
+    """A user mistake (unknown chapter, missing folder): reported as one clear line."""
+
+
+@dataclass(frozen=True)
+class Chapter:
+    number: int
+    slug: str
+    folder: Path  # book/chNN_<slug>
+
+    @property
+    def id(self) -> str:
+        """The nbgrader assignment id, e.g. ``ch02_qkv``."""
+        return self.folder.name
+
+    @property
+    def notebook(self) -> Path:
+        """The source notebook, ``book/chNN_<slug>/<slug>.ipynb``."""
+        return self.folder / f"{self.slug}.ipynb"
+
+    @property
+    def solutions_module(self) -> str:
+        return f"solutions.{self.slug}"
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The course root: the nearest folder above ``start`` holding ``nbgrader_config.py`` and ``book/``."""
+    env = os.environ.get("COURSE_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "nbgrader_config.py").is_file() and (folder / "book").is_dir():
+            return folder
+    raise UsageError("not inside the course repository (no nbgrader_config.py and book/ found); "
+                     "run from the repository root or set COURSE_ROOT")
+
+
+@dataclass(frozen=True)
+class Course:
+    root: Path
+
+    @classmethod
+    def here(cls) -> Course:
+        return cls(find_root())
+
+    @property
+    def book(self) -> Path:
+        return self.root / "book"
+
+    @property
+    def build(self) -> Path:
+        return self.root / "_build"
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.build / 'gradebook.db'}"
+
+    def chapters(self) -> list[Chapter]:
+        """All chapters, in order."""
+        found = []
+        for folder in sorted(self.book.iterdir()):
+            m = CHAPTER_DIR.match(folder.name)
+            if m and (folder / f"{m.group(2)}.ipynb").is_file():
+                found.append(Chapter(int(m.group(1)), m.group(2), folder))
+        return found
+
+    def chapter(self, name: str) -> Chapter:
+        """Find a chapter by id (``ch02_qkv``), slug (``qkv``) or number (``2``)."""
+        chapters = self.chapters()
+        for ch in chapters:
+            if name in (ch.id, ch.slug) or (name.isdigit() and int(name) == ch.number):
+                return ch
+        known = ", ".join(ch.id for ch in chapters) or "none"
+        raise UsageError(f"unknown chapter {name!r}; known chapters: {known}")
+
+    def select(self, names: list[str] | None) -> list[Chapter]:
+        return [self.chapter(n) for n in names] if names else self.chapters()

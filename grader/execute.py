@@ -1,0 +1,42 @@
+"""Execute a notebook in its own folder and say exactly which cell failed."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+from .course import GraderError
+
+
+class ExecutionFailed(GraderError):
+    """A cell raised (or timed out): the message names the notebook, the cell and the error."""
+
+
+def _describe(nb: nbformat.NotebookNode, label: str, exc: Exception) -> str:
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+                return (f"{label}: cell {index} (id {cell.get('id', '?')}) raised "
+                        f"{out.get('ename')}: {out.get('evalue')}\n    first line of the cell: {first}")
+    return f"{label}: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+
+
+def execute(nb: nbformat.NotebookNode, cwd: Path, *, label: str, timeout: int = 300) -> nbformat.NotebookNode:
+    """Return an executed copy of ``nb``; raise :class:`ExecutionFailed` on the first failing cell."""
+    nb = copy.deepcopy(nb)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                            record_timing=False, resources={"metadata": {"path": str(cwd)}})
+    try:
+        client.execute()
+    except CellTimeoutError as exc:
+        raise ExecutionFailed(f"{label}: a cell ran longer than {timeout} s ({exc})") from None
+    except DeadKernelError as exc:
+        raise ExecutionFailed(f"{label}: the kernel died ({exc})") from None
+    except CellExecutionError as exc:
+        raise ExecutionFailed(_describe(nb, label, exc)) from None
+    return nb

@@ -1,0 +1,83 @@
+"""Report: one row per (student, chapter) with score and reason, as a terminal table and a CSV,
+plus nbgrader's feedback HTML for every graded submission."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+
+from . import runs
+from .course import Course
+from .nbgrader_run import nbgrader
+
+
+@dataclass
+class Row:
+    student: str
+    chapter: str
+    score: float
+    max_score: float
+    status: str
+    reason: str
+
+
+def collect(course: Course, db_url: str | None = None) -> list[Row]:
+    db_url = db_url or course.db_url
+    recorded = runs.load(db_url)
+    rows = []
+    with Gradebook(db_url) as gb:
+        max_scores = {a.name: float(a.max_score) for a in gb.assignments}
+        keys = set(recorded)
+        for assignment in gb.assignments:
+            for sub in assignment.submissions:
+                keys.add((sub.student.id, assignment.name))
+        for student, chapter in sorted(keys):
+            run = recorded.get((student, chapter))
+            max_score = max_scores.get(chapter, 0.0)
+            if run is not None and run.status == "failed":
+                rows.append(Row(student, chapter, 0.0, max_score, "failed", run.reason))
+                continue
+            try:
+                score = float(gb.find_submission(chapter, student).score)
+            except MissingEntry:
+                score = 0.0
+            rows.append(Row(student, chapter, score, max_score, "graded", run.reason if run else ""))
+    return rows
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def table(rows: list[Row]) -> str:
+    head = ("student", "chapter", "score", "max", "status", "reason")
+    body = [(r.student, r.chapter, _fmt(r.score), _fmt(r.max_score), r.status, r.reason) for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    widths[-1] = min(widths[-1], 70)
+    lines = ["  ".join(str(x)[:w].ljust(w) for x, w in zip(line, widths)).rstrip() for line in (head, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_csv(rows: list[Row], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "chapter", "score", "max_score", "status", "reason"])
+        for r in rows:
+            w.writerow([r.student, r.chapter, _fmt(r.score), _fmt(r.max_score), r.status, r.reason])
+    return path
+
+
+def feedback(course: Course, rows: list[Row], db_url: str | None = None) -> list[str]:
+    """Generate feedback HTML for each chapter with graded submissions; return problems, if any."""
+    problems = []
+    for chapter in sorted({r.chapter for r in rows if r.status == "graded"}):
+        result = nbgrader(course, ["generate_feedback", chapter, "--force"], db_url=db_url,
+                          log_file=course.build / "logs" / f"feedback-{chapter}.log")
+        if not result.ok:
+            problems.append(f"feedback for {chapter}: {result.last_error()}")
+    return problems

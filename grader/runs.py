@@ -1,0 +1,58 @@
+"""The record of every autograde attempt, kept in the gradebook's own database.
+
+nbgrader's gradebook only knows submissions it could grade. A submission that could not be graded
+(corrupt notebook, kernel death, timeout, ...) still needs a score and a reason: that is this table,
+``grader_runs``, created beside nbgrader's tables in the same database (any SQLAlchemy URL).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+_meta = sa.MetaData()
+runs_table = sa.Table(
+    "grader_runs", _meta,
+    sa.Column("student", sa.String(128), primary_key=True),
+    sa.Column("chapter", sa.String(128), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),  # "graded" | "failed"
+    sa.Column("reason", sa.Text, nullable=False, default=""),
+    sa.Column("seconds", sa.Float, nullable=False, default=0.0),
+    sa.Column("updated", sa.DateTime, nullable=False),
+)
+
+
+@dataclass
+class Run:
+    student: str
+    chapter: str
+    status: str
+    reason: str = ""
+    seconds: float = 0.0
+
+
+def _engine(db_url: str) -> sa.Engine:
+    engine = sa.create_engine(db_url)
+    _meta.create_all(engine)
+    return engine
+
+
+def record(db_url: str, run: Run) -> None:
+    engine = _engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(sa.delete(runs_table).where(runs_table.c.student == run.student,
+                                                 runs_table.c.chapter == run.chapter))
+        conn.execute(sa.insert(runs_table).values(
+            student=run.student, chapter=run.chapter, status=run.status, reason=run.reason,
+            seconds=run.seconds, updated=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)))
+    engine.dispose()
+
+
+def load(db_url: str) -> dict[tuple[str, str], Run]:
+    engine = _engine(db_url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(runs_table)).all()
+    engine.dispose()
+    return {(r.student, r.chapter): Run(r.student, r.chapter, r.status, r.reason, r.seconds) for r in rows}

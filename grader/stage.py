@@ -1,0 +1,103 @@
+"""Stage the book: execute each chapter's source notebook (cached), take the student view, and lay the
+book's pages out in a folder that ``jupyter-book`` builds with execution off.
+
+An executed notebook is cached under ``_build/cache/`` keyed on everything that can change its outputs:
+the chapter folder, its solutions module and case generators, the check API and the versions of the
+libraries that draw the figures. Changing one chapter re-executes that chapter only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import nbformat
+
+from .course import Chapter, Course
+from .execute import execute
+from .view import student_view
+
+_VERSIONED = ("torch", "numpy", "matplotlib", "seaborn", "nbclient", "ipykernel")
+
+
+def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if "__pycache__" in f.parts or ".ipynb_checkpoints" in f.parts:
+            continue
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+
+
+def cache_key(course: Course, chapter: Chapter) -> str:
+    h = hashlib.sha256()
+    h.update(sys.version.encode())
+    for dist in _VERSIONED:
+        try:
+            h.update(f"{dist}=={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist} missing".encode())
+    _hash_tree(h, chapter.folder, course.root)
+    for extra in (course.root / "solutions" / "__init__.py",
+                  course.root / "solutions" / f"{chapter.slug}.py",
+                  course.root / "solutions" / "cases" / f"{chapter.slug}.py",
+                  course.root / "grader" / "checks.py"):
+        if extra.exists():
+            _hash_tree(h, extra, course.root)
+    return h.hexdigest()[:20]
+
+
+def executed_source(course: Course, chapter: Chapter, log=print) -> nbformat.NotebookNode:
+    """The chapter's source notebook executed with the solutions in place (from cache when fresh)."""
+    cache = course.build / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    hit = cache / f"{chapter.id}-{cache_key(course, chapter)}.ipynb"
+    if hit.exists():
+        log(f"  {chapter.id}: executed notebook from cache")
+        return nbformat.read(hit, as_version=4)
+    start = time.perf_counter()
+    nb = nbformat.read(chapter.notebook, as_version=4)
+    nb = execute(nb, chapter.folder, label=str(chapter.notebook.relative_to(course.root)))
+    log(f"  {chapter.id}: executed in {time.perf_counter() - start:.1f} s")
+    for stale in cache.glob(f"{chapter.id}-*.ipynb"):
+        stale.unlink()
+    nbformat.write(nb, hit)
+    return nb
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    # Sphinx rebuilds pages whose files are newer, so unchanged pages keep their mtime.
+    if path.exists() and path.read_bytes() == data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: bool = False,
+          log=print) -> Path:
+    """Lay out the book under ``out``: the pages of ``book/`` plus each chapter's processed notebook."""
+    wanted: set[Path] = set()
+    notebooks = {ch.notebook for ch in course.chapters()}
+    for src in sorted(course.book.rglob("*")):
+        rel = src.relative_to(course.book)
+        if not src.is_file() or src in notebooks or "__pycache__" in rel.parts \
+                or ".ipynb_checkpoints" in rel.parts:
+            continue
+        _write_if_changed(out / rel, src.read_bytes())
+        wanted.add(out / rel)
+    for ch in chapters:
+        nb = executed_source(course, ch, log)
+        if not instructor:
+            nb = student_view(nb, label=str(ch.notebook.relative_to(course.root)))
+        dest = out / ch.notebook.relative_to(course.book)
+        _write_if_changed(dest, nbformat.writes(nb).encode())
+        wanted.add(dest)
+    for path in sorted(out.rglob("*"), reverse=True):  # files removed from book/ leave the stage too
+        if path.is_file() and path not in wanted:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    return out

@@ -1,0 +1,36 @@
+"""nbgrader configuration: plain `nbgrader ...` commands work from the repository root.
+
+The course's source notebooks are nbgrader assignments under book/ (book/ch02_qkv/qkv.ipynb is
+assignment ch02_qkv, notebook qkv); everything nbgrader generates lives under _build/.
+"""
+
+import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import GetGrades
+
+from grader.feedback import HideHiddenTests
+
+c = get_config()  # noqa: F821 -- provided by traitlets when nbgrader loads this file
+
+root = os.path.dirname(os.path.abspath(__file__))
+os.makedirs(os.path.join(root, "_build"), exist_ok=True)
+
+c.CourseDirectory.root = root
+c.CourseDirectory.course_id = "self-attention"
+c.CourseDirectory.source_directory = "book"
+c.CourseDirectory.release_directory = "_build/release"
+c.CourseDirectory.submitted_directory = "_build/submitted"
+c.CourseDirectory.autograded_directory = "_build/autograded"
+c.CourseDirectory.feedback_directory = "_build/feedback"
+c.CourseDirectory.solution_directory = "_build/solution"
+c.CourseDirectory.source_with_tests_directory = "_build/source_with_tests"
+# SQLite by default; pass --CourseDirectory.db_url=postgresql://... (or `grader ... --db URL`) to share one.
+# The timeout lets parallel graders wait for each other's writes instead of failing on a locked file.
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(root, "_build", "gradebook.db") + "?timeout=60"
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "data/recorded"]
+
+# Per-cell limit while autograding; `grader autograde` adds a whole-notebook limit on top.
+c.Execute.timeout = 120
+# Feedback shows scores and error messages, never the hidden tests (see grader/feedback.py).
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

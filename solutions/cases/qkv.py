@@ -1,0 +1,236 @@
+"""Hidden-test cases and property judges for chapter 2 (queries, keys and values).
+
+Generators ``<name>_cases(seed, **params) -> list[Case]`` draw every tensor from a
+``torch.Generator`` seeded with ``seed``; their labels are shown to a student whose code fails a case.
+Judges ``judge(cases, outputs) -> None`` raise ``AssertionError`` with a message for the student.
+Everything is small: all checks of the chapter together run in well under a second.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.checks import Case
+
+#: Tolerances of the property judges (float32 results).
+ATOL, RTOL = 1e-5, 1e-4
+
+
+def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
+    return torch.randn(*shape, generator=g) * scale
+
+
+def _mask(g: torch.Generator, *shape: int, p_keep: float = 0.6) -> torch.Tensor:
+    """A random bool mask (True = may attend) in which no query row is fully masked."""
+    mask = torch.rand(*shape, generator=g) < p_keep  # (..., T_q, T_k)
+    rows_empty = ~mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+    keep = torch.randint(shape[-1], (*shape[:-1], 1), generator=g)  # (..., T_q, 1)
+    first = torch.zeros(shape, dtype=torch.bool).scatter(-1, keep, True)
+    return mask | (rows_empty & first)
+
+
+def _causal(T: int) -> torch.Tensor:
+    return torch.ones(T, T, dtype=torch.bool).tril()  # (T, T): query i sees keys 0..i
+
+
+def _key_padding(g: torch.Generator, B: int, T_k: int) -> torch.Tensor:
+    """``(B, T_k)`` with ``mask[b, j] = j < length[b]`` and every length >= 1."""
+    lengths = torch.randint(1, T_k + 1, (B,), generator=g)
+    lengths[0] = T_k  # one full-length sequence, one (at least) padded
+    lengths[-1] = min(int(lengths[-1]), T_k - 1) if T_k > 1 else 1
+    return torch.arange(T_k)[None, :] < lengths[:, None]
+
+
+# ---------------------------------------------------------------------------------------------------
+# project_qkv
+
+
+def project_qkv_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+
+    def case(batch: tuple[int, ...], T: int, d_model: int, d_k: int, d_v: int, label: str) -> Case:
+        x = _randn(g, *batch, T, d_model)
+        return Case(args=(x, _randn(g, d_model, d_k), _randn(g, d_model, d_k), _randn(g, d_model, d_v)),
+                    label=label)
+
+    return [
+        case((), 3, 4, 2, 3, "one sequence, no batch dim: T=3, d_model=4, d_k=2, d_v=3"),
+        case((2,), 5, 6, 4, 3, "batch of 2, T=5, d_model=6, d_k=4, d_v=3"),
+        case((2, 3), 4, 5, 3, 2, "two leading batch dims (2, 3), T=4, d_model=5, d_k=3, d_v=2"),
+        case((2,), 1, 3, 5, 4, "T=1, d_model=3 smaller than d_k=5 and d_v=4"),
+        case((), 7, 8, 8, 8, "square matrices, T=7, d_model=d_k=d_v=8"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# softmax
+
+
+def softmax_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    inf = float("-inf")
+    mixed = _randn(g, 3, 6)
+    mixed[0, [1, 4]] = inf
+    mixed[1, 0] = inf
+    mixed[2, :5] = inf  # one finite entry left: it gets all the weight
+    return [
+        Case(args=(_randn(g, 5),), label="a vector of 5 logits"),
+        Case(args=(_randn(g, 4, 7, scale=3.0),), label="rows of shape (4, 7), default dim=-1"),
+        Case(args=(_randn(g, 2, 3, 6),), kwargs={"dim": 1}, label="shape (2, 3, 6) along dim=1"),
+        Case(args=(_randn(g, 5, 4),), kwargs={"dim": 0}, label="shape (5, 4) along dim=0 (columns)"),
+        Case(args=(_randn(g, 2, 4, 3),), kwargs={"dim": -2}, label="shape (2, 4, 3) along dim=-2"),
+        Case(args=(1e4 + _randn(g, 3, 5, scale=5.0),), label="large logits around +1e4 (exp overflows)"),
+        Case(args=(-1e4 + _randn(g, 3, 5, scale=5.0),), label="large negative logits around -1e4 (exp underflows)"),
+        Case(args=(torch.tensor([[1e4, 0.0, -1e4], [3.0, 3.0, 3.0]]),), label="one dominant logit 1e4, equal logits"),
+        Case(args=(mixed,), label="rows mixing -inf with finite logits"),
+        Case(args=(_randn(g, 4, 1),), label="a single entry along dim=-1 (shape (4, 1))"),
+        Case(args=(_randn(g, 3, 4).double(),), label="float64 input (dtype must be kept)"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# scaled_dot_product_attention
+
+
+def sdpa_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+
+    def case(batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, label: str,
+             mask: torch.Tensor | None = None, scale: float = 1.0) -> Case:
+        q = _randn(g, *batch, T_q, d_k, scale=scale)
+        k = _randn(g, *batch, T_k, d_k, scale=scale)
+        v = _randn(g, *batch, T_k, d_v)
+        return Case(args=(q, k, v) if mask is None else (q, k, v, mask), label=label)
+
+    return [
+        case((), 3, 3, 2, 2, "one sequence, no batch dim: T=3, d_k=d_v=2, no mask"),
+        case((), 4, 4, 4, 8, "one sequence, no batch dim: T=4, d_k=4, d_v=8 (d_v != d_k)"),
+        case((3,), 5, 5, 4, 6, "batch of 3, T=5, d_k=4, d_v=6, no mask"),
+        case((2,), 2, 7, 3, 5, "cross-attention: batch of 2, T_q=2, T_k=7, d_k=3, d_v=5"),
+        case((2, 3), 5, 7, 4, 3, "batched (2, 3) leading dims, T_q=5 != T_k=7, d_v != d_k, with (T_q, T_k) mask",
+             mask=_mask(g, 5, 7)),
+        case((2, 3), 4, 6, 8, 2, "batched (B=2, H=3), T_q=4, T_k=6, with (B, 1, T_q, T_k) mask",
+             mask=_mask(g, 2, 1, 4, 6)),
+        case((2, 3), 5, 5, 4, 4, "key-padding mask of shape (B, 1, 1, T_k), B=2, H=3, T=5",
+             mask=_key_padding(g, 2, 5)[:, None, None, :]),
+        case((2,), 5, 5, 3, 7, "causal (T, T) mask, odd T=5, d_k=3, d_v=7", mask=_causal(5)),
+        case((2,), 1, 1, 4, 3, "T=1: a single query and key", mask=torch.ones(1, 1, dtype=torch.bool)),
+        case((2,), 3, 4, 16, 5, "large logits: q, k entries of size ~6, scores up to ~1e2", scale=6.0),
+        case((), 4, 4, 2, 3, "huge logits: scores in the hundreds (exp overflows without the max trick)", scale=20.0,
+             mask=_mask(g, 4, 4)),
+    ]
+
+
+def attention_weights_are_distributions(cases: list[Case], outputs: list) -> None:
+    """Every row of ``weights`` is a distribution over the keys that puts exactly 0 on masked keys."""
+    for case, output in zip(cases, outputs):
+        q, k = case.args[0], case.args[1]
+        mask = case.args[3] if len(case.args) > 3 else None
+        where = f"case '{case.label}'"
+        assert isinstance(output, tuple) and len(output) == 2, \
+            f"{where}: should return a pair (out, weights)"
+        weights = output[1]
+        assert isinstance(weights, torch.Tensor), f"{where}: weights should be a tensor"
+        expected = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
+        assert tuple(weights.shape) == expected, \
+            f"{where}: weights have shape {tuple(weights.shape)}, expected (..., T_q, T_k) = {expected}"
+        assert not weights.isnan().any(), f"{where}: weights contain NaN"
+        assert (weights >= 0).all(), f"{where}: some weights are negative"
+        sums = weights.double().sum(dim=-1)
+        worst = float((sums - 1).abs().max())
+        assert worst <= ATOL * weights.shape[-1] + RTOL, (
+            f"{where}: each query's weights must sum to 1 over the keys (last axis), but a row sums to "
+            f"{1 + worst if float(sums.max()) > 1 else 1 - worst:.6g}; softmax over the key axis, and apply "
+            "the mask before the softmax")
+        if mask is not None:
+            leak = weights.masked_select(~mask.expand(weights.shape))
+            assert (leak == 0).all(), (
+                f"{where}: a masked position (mask False) got weight {float(leak.abs().max()):.3g}, it must be "
+                "exactly 0: set masked scores to -inf before the softmax (True = may attend)")
+
+
+# ---------------------------------------------------------------------------------------------------
+# SelfAttention
+
+
+def self_attention_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    return [
+        Case(args=(_randn(g, 3, 4),), init=(4, 2, None, False),
+             label="one sequence, no batch dim: T=3, d_model=4, d_k=2, d_v=None (defaults to d_k)"),
+        Case(args=(_randn(g, 2, 5, 6),), init=(6, 4, 3, False), label="batch of 2, T=5, d_model=6, d_k=4, d_v=3"),
+        Case(args=(_randn(g, 2, 4, 6),), init=(6, 3, 5, True), label="with bias: batch of 2, T=4, d_model=6, d_k=3, d_v=5"),
+        Case(args=(_randn(g, 2, 2, 5, 4), _causal(5)), init=(4, 4, 2, False),
+             label="two leading batch dims (2, 2), odd T=5, d_model=d_k=4, d_v=2, causal (T, T) mask"),
+        Case(args=(_randn(g, 3, 6, 8), _key_padding(g, 3, 6)[:, None, :]), init=(8, 4, 6, False),
+             label="key-padding mask of shape (B, 1, T), B=3, T=6, d_model=8, d_k=4, d_v=6"),
+        Case(args=(_randn(g, 2, 1, 5),), init=(5, 3, 2, True), label="T=1: a single token, with bias"),
+    ]
+
+
+def _self_attention_state(g: torch.Generator, d_model: int, d_k: int, d_v: int, bias: bool) -> dict:
+    state = {"W_q.weight": _randn(g, d_k, d_model, scale=d_model ** -0.5),
+             "W_k.weight": _randn(g, d_k, d_model, scale=d_model ** -0.5),
+             "W_v.weight": _randn(g, d_v, d_model, scale=d_model ** -0.5)}
+    if bias:
+        state |= {"W_q.bias": _randn(g, d_k), "W_k.bias": _randn(g, d_k), "W_v.bias": _randn(g, d_v)}
+    return state
+
+
+def permutation_pairs_cases(seed: int) -> list[Case]:
+    """Pairs ``(x, x permuted along T)`` run through the same weights (cases 2i and 2i + 1)."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for batch, T, d_model, d_k, d_v, bias, label in [
+        ((), 4, 6, 3, 5, False, "one sequence, T=4, d_model=6, d_k=3, d_v=5"),
+        ((2,), 5, 4, 4, 4, True, "batch of 2, T=5, d_model=d_k=d_v=4, with bias"),
+        ((2, 3), 6, 8, 2, 3, False, "two leading batch dims (2, 3), T=6, d_model=8, d_k=2, d_v=3"),
+    ]:
+        state = _self_attention_state(g, d_model, d_k, d_v, bias)
+        x = _randn(g, *batch, T, d_model)
+        perm = torch.randperm(T, generator=g)
+        while T > 1 and bool((perm == torch.arange(T)).all()):
+            perm = torch.randperm(T, generator=g)
+        init = (d_model, d_k, d_v, bias)
+        cases.append(Case(args=(x,), init=init, state=state, label=f"{label}: original order"))
+        cases.append(Case(args=(x[..., perm, :].clone(),), init=init, state=state,
+                          label=f"{label}: tokens permuted by {perm.tolist()}"))
+    return cases
+
+
+def is_permutation_equivariant(cases: list[Case], outputs: list) -> None:
+    """``SelfAttention(P x) == P SelfAttention(x)`` for the permutation P of each pair of cases."""
+    for i in range(0, len(cases), 2):
+        x, x_perm = cases[i].args[0], cases[i + 1].args[0]
+        out, out_perm = outputs[i], outputs[i + 1]
+        where = f"case '{cases[i + 1].label}'"
+        assert isinstance(out, torch.Tensor) and isinstance(out_perm, torch.Tensor), \
+            f"{where}: forward should return a tensor"
+        assert out.shape[:-1] == x.shape[:-1] and out.shape == out_perm.shape, (
+            f"{where}: the output has shape {tuple(out.shape)}, expected one row per token, "
+            f"{(*x.shape[:-1], 'd_v')}")
+        # recover P from the inputs: row t of x_perm is row perm[t] of x
+        same = (x_perm.unsqueeze(-2) == x.unsqueeze(-3)).all(dim=-1)  # (..., T, T)
+        perm = same.reshape(-1, *same.shape[-2:])[0].int().argmax(dim=-1)
+        expected = out[..., perm, :]
+        assert torch.allclose(out_perm, expected, atol=ATOL, rtol=RTOL), (
+            f"{where}: self-attention without positional information must be permutation-equivariant: "
+            f"permuting the input tokens must permute the output rows the same way, out(P x) = P out(x) "
+            f"(atol={ATOL:g}, rtol={RTOL:g}); the largest difference is "
+            f"{float((out_perm - expected).abs().max()):.3g}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# sinusoidal_positions
+
+
+def sinusoidal_cases(seed: int) -> list[Case]:
+    del seed  # positions are deterministic; the seed is part of the check's signature only
+    return [
+        Case(args=(1, 2), label="T=1, d_model=2"),
+        Case(args=(3, 4), label="T=3, d_model=4"),
+        Case(args=(7, 6), label="odd T=7, d_model=6"),
+        Case(args=(5, 10), label="T=5, d_model=10 (d_model/2 odd)"),
+        Case(args=(32, 16), label="T=32, d_model=16"),
+        Case(args=(12, 64), label="T=12, d_model=64"),
+    ]

@@ -1,0 +1,139 @@
+"""The published book: built from the staged student view, it shows the chapters' figures and never
+leaks a solution, a hidden test or a marker anywhere under _build/site (HTML, _sources, search index,
+downloads). The student release is made by nbgrader and holds stubs, not answers."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.cells import exercises, solution_regions, split_hidden
+from grader.course import Course
+from grader.view import MARKERS, student_view
+
+COURSE = Course.here()
+CHAPTERS = COURSE.chapters()
+SITE = COURSE.build / "site" / "html"
+MIN_LINE = 12  # shorter lines ("return out") are too common to mean anything
+
+
+def normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def readable_text(path: Path) -> str:
+    raw = path.read_text(errors="replace")
+    if path.suffix == ".html":
+        # syntax highlighting splits code into spans: compare the text a reader sees
+        return normalise(html.unescape(re.sub(r"<[^>]+>", "", raw))) + "\n" + raw
+    if path.suffix == ".ipynb" or path.name.endswith(".ipynb.txt"):
+        try:
+            nb = json.loads(raw)
+            parts = [c.get("source", "") if isinstance(c.get("source"), str) else "".join(c.get("source", []))
+                     for c in nb.get("cells", [])]
+            return normalise("\n".join(parts)) + "\n" + raw
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def secrets() -> set[str]:
+    """Lines only instructors may see: solution regions, hidden tests and the solutions modules, minus
+    whatever the student view legitimately shows (docstrings, signatures)."""
+    found: set[str] = set()
+    public: set[str] = set()
+    for ch in CHAPTERS:
+        nb = nbformat.read(ch.notebook, as_version=4)
+        view = student_view(nb, label=ch.id)
+        for cell in view.cells:
+            public.update(line.strip() for line in cell.source.splitlines())
+        for ex in exercises(nb):
+            for region in solution_regions(ex.solution.source):
+                found.update(line.strip() for line in region.splitlines())
+            for cell in ex.tests:
+                found.update(line.strip() for line in split_hidden(cell.source)[1].splitlines())
+        module = COURSE.root / "solutions" / f"{ch.slug}.py"
+        found.update(line.strip() for line in module.read_text().splitlines() if len(line.strip()) >= 25)
+    return {normalise(s) for s in found - public if len(s) >= MIN_LINE and not s.startswith("#")}
+
+
+@pytest.fixture(scope="module")
+def site():
+    result = subprocess.run([sys.executable, "-m", "grader", "book"], cwd=COURSE.root, capture_output=True,
+                            text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert (SITE / "index.html").is_file()
+    return SITE
+
+
+def test_every_chapter_page_exists_with_its_figures(site):
+    for ch in CHAPTERS:
+        page = site / ch.folder.name / f"{ch.slug}.html"
+        assert page.is_file(), f"no page for {ch.id}"
+        text = page.read_text()
+        images = re.findall(r'<img[^>]+src="([^"]+)"', text)
+        figures = [src for src in images if "_images/" in src]
+        assert len(figures) >= 3, f"{ch.id}: expected the demos' figures, found {figures}"
+        for src in figures:
+            assert (page.parent / src).resolve().is_file(), f"{ch.id}: missing image {src}"
+        assert "NotImplementedError" in text, f"{ch.id}: the published page should show the exercise stubs"
+
+
+def test_front_matter_pages_are_built(site):
+    for page in ("intro.html", "glossary.html", "bibliography.html"):
+        assert (site / page).is_file(), page
+    assert "自注意力" in (site / "glossary.html").read_text()
+    assert "Vaswani" in (site / "bibliography.html").read_text()
+
+
+def test_nothing_under_the_site_leaks_solutions_or_hidden_tests(site):
+    hidden = secrets()
+    assert len(hidden) > 10, "the leak scan found too few secret lines to be meaningful"
+    files = [p for p in site.parent.parent.rglob("*") if p.is_file()
+             and p.suffix not in {".png", ".jpg", ".svg", ".woff", ".woff2", ".ttf", ".eot", ".ico", ".gif"}]
+    assert any(p.name == "searchindex.js" for p in files)
+    leaks = []
+    for path in files:
+        text = readable_text(path)
+        leaks += [f"{path.relative_to(COURSE.root)}: marker {m!r}" for m in MARKERS if m in text]
+        leaks += [f"{path.relative_to(COURSE.root)}: {line[:60]!r}" for line in hidden if line in text]
+        for word in ("grader.checks", "solutions.cases", "from solutions"):
+            if word in text:
+                leaks.append(f"{path.relative_to(COURSE.root)}: {word!r}")
+    assert not leaks, "\n".join(leaks[:40])
+
+
+def test_download_offers_the_student_notebook(site):
+    for ch in CHAPTERS:
+        sources = list((site / "_sources").rglob(f"{ch.slug}.ipynb*"))
+        assert sources, f"{ch.id}: no downloadable notebook under _sources"
+        text = sources[0].read_text()
+        assert "NotImplementedError" in text
+        page = (site / ch.folder.name / f"{ch.slug}.html").read_text()
+        assert f"_sources/{ch.folder.name}/{ch.slug}.ipynb" in page, "no download link to the notebook"
+
+
+def test_release_holds_stubs_and_visible_tests_only():
+    result = subprocess.run([sys.executable, "-m", "grader", "release"], cwd=COURSE.root, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for ch in CHAPTERS:
+        released = COURSE.build / "release" / ch.id / ch.notebook.name
+        nb = nbformat.read(released, as_version=4)
+        for ex in exercises(nb):
+            assert "raise NotImplementedError()" in ex.solution.source, ex.name
+            assert not solution_regions(ex.solution.source)
+            for cell in ex.tests:
+                assert "assert" in cell.source, f"{ex.name}: the student should see visible asserts"
+        text = nbformat.writes(nb)
+        for m in MARKERS:
+            assert m not in text
+        assert "grader.checks" not in text and "from solutions" not in text
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")

@@ -1,0 +1,226 @@
+"""The check API: plain-data conversion, comparison, banned calls, module weights, static parsing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader import checks
+from grader.checks import Case, Check, CheckFailed, NotDeclarative, parse_checks, run_local, to_plain
+
+# Case generators and references used by these tests (resolved by import path, like real checks).
+
+
+def pair_cases(seed: int, n: int = 3) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    return [Case(args=(torch.randn(2, 4, generator=g), torch.randn(2, 4, generator=g)), label=f"pair {i}")
+            for i in range(n)]
+
+
+def add(a, b):
+    return a + b
+
+
+def add_and_norm(a, b):
+    return a + b, float((a + b).norm())
+
+
+def linear_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    return [Case(init=(4, 3), args=(torch.randn(5, 4, generator=g),), label="linear 4->3")]
+
+
+def rows_sum_to_one(cases, outputs):
+    for out in outputs:
+        assert torch.allclose(out.sum(-1), torch.ones(out.shape[:-1])), "rows must sum to one"
+
+
+def softmax_last(x):
+    return torch.softmax(x, dim=-1)
+
+
+def softmax_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    return [Case(args=(torch.randn(3, 5, generator=g),))]
+
+
+HERE = "tests.test_checks"
+
+
+def close(**kw) -> Check:
+    return Check(kind="close", target="f", cases=f"{HERE}:pair_cases", reference=f"{HERE}:add", **kw)
+
+
+class TestToPlain:
+    def test_tensor_becomes_array_with_dtype(self):
+        plain = to_plain(torch.ones(2, 3, dtype=torch.float64))
+        assert plain.kind == "torch" and plain.dtype == "float64" and plain.value.shape == (2, 3)
+
+    def test_tuples_become_lists_and_scalars_stay(self):
+        assert to_plain((1, 2.5, True, None)) == [1, 2.5, True, None]
+
+    def test_tensor_subclass_is_refused(self):
+        class Liar(torch.Tensor):
+            pass
+
+        with pytest.raises(TypeError, match="Liar"):
+            to_plain(torch.ones(2).as_subclass(Liar))
+
+    def test_object_with_lying_eq_is_refused(self):
+        class AlwaysEqual:
+            def __eq__(self, other):
+                return True
+
+        with pytest.raises(TypeError, match="AlwaysEqual"):
+            to_plain(AlwaysEqual())
+
+    def test_object_array_is_refused(self):
+        with pytest.raises(TypeError):
+            to_plain(np.array([object()]))
+
+    def test_huge_output_is_refused(self, monkeypatch):
+        monkeypatch.setattr(checks, "MAX_ELEMENTS", 10)
+        with pytest.raises(TypeError, match="elements"):
+            to_plain(torch.zeros(11))
+
+
+class TestCompare:
+    def test_within_tolerance_passes(self):
+        e, g = to_plain(torch.ones(3)), to_plain(torch.ones(3) + 1e-7)
+        assert checks.compare(e, g, 1e-6, 0) is None
+
+    @pytest.mark.parametrize("got, words", [
+        (torch.ones(4), "shape"),
+        (torch.ones(3, dtype=torch.float64), "dtype"),
+        (torch.tensor([1.0, 1.0, 1.1]), "off by"),
+        (torch.tensor([1.0, float("nan"), 1.0]), "NaN"),
+        (np.ones(3, dtype=np.float32), "torch tensor"),
+        ((torch.ones(3),), "should be a tensor"),
+    ])
+    def test_mismatch_is_explained(self, got, words):
+        assert words in checks.compare(to_plain(torch.ones(3)), to_plain(got), 1e-6, 1e-6)
+
+    def test_tuple_length_mismatch(self):
+        reason = checks.compare(to_plain((torch.ones(1), torch.ones(1))), to_plain((torch.ones(1),)), 0, 0)
+        assert "2 values" in reason
+
+    def test_float_result(self):
+        assert checks.compare(2.0, 2.0 + 1e-9, 1e-6, 0) is None
+        assert "off by" in checks.compare(2.0, 2.1, 1e-6, 0)
+        assert "number" in checks.compare(2.0, "2.0", 1e-6, 0)
+
+
+class TestRunLocal:
+    def test_reference_passes(self):
+        run_local(close(), add)
+
+    def test_wrong_function_fails_with_case_label(self):
+        with pytest.raises(CheckFailed, match="pair 0"):
+            run_local(close(), lambda a, b: a - b)
+
+    def test_exception_in_student_code_fails(self):
+        def stub(a, b):
+            raise NotImplementedError()
+
+        with pytest.raises(CheckFailed, match="NotImplementedError"):
+            run_local(close(), stub)
+
+    def test_modifying_inputs_fails_even_with_right_answer(self):
+        def in_place(a, b):
+            return a.add_(b)
+
+        with pytest.raises(CheckFailed, match="modified its inputs"):
+            run_local(close(), in_place)
+
+    def test_structure_must_match(self):
+        check = Check(kind="close", target="f", cases=f"{HERE}:pair_cases", reference=f"{HERE}:add_and_norm")
+        run_local(check, add_and_norm)
+        with pytest.raises(CheckFailed, match="tuple of 2"):
+            run_local(check, add)
+
+    def test_banned_function_fails_even_with_right_values(self):
+        check = Check(kind="close", target="softmax", cases=f"{HERE}:softmax_cases",
+                      reference=f"{HERE}:softmax_last", banned=("torch.softmax", "aten._softmax"))
+        with pytest.raises(CheckFailed, match="must not call"):
+            run_local(check, lambda x: F.softmax(x, dim=-1))
+
+    def test_banned_aten_op_is_seen_through_any_python_path(self):
+        check = Check(kind="close", target="softmax", cases=f"{HERE}:softmax_cases",
+                      reference=f"{HERE}:softmax_last", banned=("aten._softmax",))
+        with pytest.raises(CheckFailed, match="aten._softmax"):
+            run_local(check, lambda x: x.softmax(-1))
+        run_local(check, lambda x: x.exp() / x.exp().sum(-1, keepdim=True))
+
+    def test_module_gets_reference_weights(self):
+        check = Check(kind="module", target="Lin", cases=f"{HERE}:linear_cases", reference="torch.nn.Linear")
+        run_local(check, torch.nn.Linear)
+
+        class Transposed(torch.nn.Linear):
+            def forward(self, x):
+                return x @ self.weight.T.T.T + self.bias * 2
+
+        with pytest.raises(CheckFailed, match="wrong"):
+            run_local(check, Transposed)
+
+    def test_module_with_wrong_parameter_names_fails_clearly(self):
+        class Renamed(torch.nn.Module):
+            def __init__(self, d_in, d_out):
+                super().__init__()
+                self.proj = torch.nn.Linear(d_in, d_out)
+
+            def forward(self, x):
+                return self.proj(x)
+
+        check = Check(kind="module", target="Lin", cases=f"{HERE}:linear_cases", reference="torch.nn.Linear")
+        with pytest.raises(CheckFailed, match="parameters do not match"):
+            run_local(check, Renamed)
+
+    def test_property_judge(self):
+        check = Check(kind="property", target="softmax", cases=f"{HERE}:softmax_cases",
+                      judge=f"{HERE}:rows_sum_to_one")
+        run_local(check, lambda x: torch.softmax(x, -1))
+        with pytest.raises(CheckFailed, match="rows must sum to one"):
+            run_local(check, lambda x: torch.softmax(x, 0))
+
+    def test_check_function_finds_the_target_in_the_callers_namespace(self):
+        namespace = {"f": add}
+        exec(f"from grader.checks import check_close\n"
+             f"check_close('f', reference='{HERE}:add', cases='{HERE}:pair_cases', seed=3)", namespace)
+        namespace["f"] = lambda a, b: a * b
+        with pytest.raises(CheckFailed):
+            exec(f"from grader.checks import check_close\n"
+                 f"check_close('f', reference='{HERE}:add', cases='{HERE}:pair_cases')", namespace)
+
+    def test_undefined_target_says_so(self):
+        with pytest.raises(CheckFailed, match="not defined"):
+            exec(f"from grader.checks import check_close\n"
+                 f"check_close('g', reference='{HERE}:add', cases='{HERE}:pair_cases')", {})
+
+
+class TestParseChecks:
+    def test_reads_literal_checks(self):
+        src = (f"from grader.checks import check_close, check_property\n"
+               f"check_close('f', '{HERE}:add', '{HERE}:pair_cases', seed=2, atol=1e-4, n=5)\n"
+               f"check_property('f', judge='{HERE}:rows_sum_to_one', cases='{HERE}:softmax_cases')\n")
+        first, second = parse_checks(src)
+        assert first == Check(kind="close", target="f", cases=f"{HERE}:pair_cases", reference=f"{HERE}:add",
+                              seed=2, atol=1e-4, params=(("n", 5),))
+        assert second.kind == "property" and second.judge == f"{HERE}:rows_sum_to_one"
+        run_local(first, add)
+
+    @pytest.mark.parametrize("src", [
+        "import os\n",
+        "x = 1\n",
+        "from grader.checks import check_close as cc\n",
+        "check_close('f', reference=REF, cases='m:c')\n",
+        "check_close('f', reference='m:r', cases='m:' + 'c')\n",
+        "check_close('f', reference='m:r', cases='m:c', **extra)\n",
+        "assert True\n",
+        "print(open('/etc/passwd').read())\n",
+        "check_close('f', cases='m:c')\n",
+    ])
+    def test_anything_else_is_refused(self, src):
+        with pytest.raises(NotDeclarative):
+            parse_checks(src)

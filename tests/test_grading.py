@@ -1,0 +1,188 @@
+"""End to end through the real autograde path (`grader autograde`, i.e. nbgrader in a fresh kernel):
+the source notebook and correct student code earn full marks, the untouched release earns zero, every
+known-wrong implementation loses exactly its exercise's points, and broken input is recorded, not fatal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader import samples
+from grader.cells import exercises
+from grader.course import Course
+from grader.report import collect
+
+COURSE = Course.here()
+CHAPTERS = [ch for ch in COURSE.chapters() if samples.student_code(COURSE, ch)]
+
+
+def grader_cli(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=COURSE.root, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def put(root: Path, student: str, ch, nb=None, *, name: str | None = None, raw: bytes | None = None) -> None:
+    folder = root / student / ch.id
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / (name or ch.notebook.name)
+    if nb is not None:
+        nbformat.write(nb, target)
+    if raw is not None:
+        target.write_bytes(raw)
+
+
+def expected_class(root: Path) -> dict[tuple[str, str], dict]:
+    """Lay out the submissions; return what each must score (or why it must fail)."""
+    expect: dict[tuple[str, str], dict] = {}
+    for ch in CHAPTERS:
+        released = samples.released(COURSE, ch)
+        points = samples.exercise_points(released)
+        full = sum(points.values())
+        variants = samples.student_code(COURSE, ch)
+        correct = {ex: v["correct"] for ex, v in variants.items()}
+        assert set(correct) == set(points), "every exercise needs a __correct student variant"
+
+        def student(name: str, ch=ch) -> str:
+            return f"t-{ch.slug}-{name}"
+
+        put(root, student("source"), ch, nbformat.read(ch.notebook, as_version=4))
+        expect[student("source"), ch.id] = {"score": full}
+        put(root, student("stub"), ch, released)
+        expect[student("stub"), ch.id] = {"score": 0}
+        put(root, student("correct"), ch, samples.fill(released, correct))
+        expect[student("correct"), ch.id] = {"score": full}
+        put(root, student("warning"), ch, samples.fill(released, samples.with_warnings(correct)))
+        expect[student("warning"), ch.id] = {"score": full}
+        for exercise, by_variant in variants.items():
+            wrong = [v for v in by_variant if v != "correct"]
+            assert len(wrong) >= 2, f"{exercise} needs at least two wrong variants"
+            for variant in wrong:
+                name = student(f"{exercise}-{variant}")
+                put(root, name, ch, samples.fill(released, {**correct, exercise: by_variant[variant]}))
+                expect[name, ch.id] = {"score": full - points[exercise], "zero": f"test_{exercise}"}
+
+    ch = CHAPTERS[0]
+    released = samples.released(COURSE, ch)
+    correct = samples.fill(released, {ex: v["correct"] for ex, v in samples.student_code(COURSE, ch).items()})
+    full = sum(samples.exercise_points(released).values())
+    text = nbformat.writes(correct)
+    put(root, "t-renamed", ch, correct, name="Copy of notebook (1).ipynb")
+    expect["t-renamed", ch.id] = {"score": full, "reason": "named Copy of notebook (1).ipynb"}
+    other_kernel = nbformat.reads(text, as_version=4)
+    other_kernel.metadata["kernelspec"] = {"name": "ir", "display_name": "R", "language": "R"}
+    put(root, "t-kernelspec", ch, other_kernel)
+    expect["t-kernelspec", ch.id] = {"score": full}
+    put(root, "t-corrupt", ch, raw=text.encode()[: len(text) // 2])
+    expect["t-corrupt", ch.id] = {"failed": "not valid JSON"}
+    put(root, "t-utf16", ch, raw=b"\xff\xfe" + text.encode("utf-16-le"))  # saved by a Windows editor
+    expect["t-utf16", ch.id] = {"failed": "not UTF-8"}
+    put(root, "t-empty", ch)
+    expect["t-empty", ch.id] = {"failed": "no notebook"}
+    put(root, "t-two-notebooks", ch, correct, name="a.ipynb")
+    put(root, "t-two-notebooks", ch, correct, name="b.ipynb")
+    expect["t-two-notebooks", ch.id] = {"failed": "2 notebooks"}
+    put(root, "t-not-a-notebook", ch, raw=b'{"hello": "world"}')
+    expect["t-not-a-notebook", ch.id] = {"failed": "not a notebook"}
+    blank = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hello')")])
+    put(root, "t-foreign", ch, blank)
+    expect["t-foreign", ch.id] = {"failed": "none of"}
+    (root / "t-no-chapter").mkdir()
+    (root / "t-no-chapter" / "notes.txt").write_text("I could not find the notebook")
+    expect["t-no-chapter", "-"] = {"failed": "no chapter folder"}
+    return expect
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("submitted")
+    db_url = f"sqlite:///{root.parent / 'gradebook.db'}"
+    expect = expected_class(root)
+    result = grader_cli("autograde", str(root), "--db", db_url, "--jobs", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {(r.student, r.chapter): r for r in collect(COURSE, db_url)}
+    return expect, rows, db_url, result.stdout
+
+
+def test_every_submission_gets_exactly_its_expected_score(graded):
+    expect, rows, db_url, log = graded
+    problems = []
+    for key, want in sorted(expect.items()):
+        row = rows.get(key)
+        if row is None:
+            problems.append(f"{key}: no record")
+            continue
+        if "failed" in want:
+            if row.status != "failed" or want["failed"] not in row.reason or row.score != 0:
+                problems.append(f"{key}: expected failed ({want['failed']}), got {row}")
+        elif row.status != "graded" or row.score != want["score"]:
+            problems.append(f"{key}: expected {want['score']}, got {row.score} ({row.status}: {row.reason})")
+        elif "reason" in want and want["reason"] not in row.reason:
+            problems.append(f"{key}: expected a note '{want['reason']}', got '{row.reason}'")
+    assert not problems, "\n".join(problems) + "\n\n" + log
+
+
+def test_a_wrong_implementation_loses_the_points_of_the_test_that_targets_it(graded):
+    expect, rows, db_url, _ = graded
+    with Gradebook(db_url) as gb:
+        for (student, chapter), want in expect.items():
+            if "zero" not in want:
+                continue
+            ch = COURSE.chapter(chapter)
+            grade = gb.find_grade(want["zero"], ch.slug, chapter, student)
+            assert grade.score == 0, f"{student}: {want['zero']} scored {grade.score}"
+
+
+def test_max_score_is_the_chapters_points(graded):
+    _, rows, _, _ = graded
+    for ch in CHAPTERS:
+        points = sum(ex.points for ex in exercises(nbformat.read(ch.notebook, as_version=4)))
+        assert {r.max_score for r in rows.values() if r.chapter == ch.id} == {points}
+
+
+def test_report_prints_the_table_writes_csv_and_feedback_hides_hidden_tests(graded, tmp_path):
+    expect, rows, db_url, _ = graded
+    csv_path = tmp_path / "grades.csv"
+    result = grader_cli("report", "--db", db_url, "--csv", str(csv_path))
+    assert result.returncode == 0, result.stderr
+    assert "student" in result.stdout and "t-corrupt" in result.stdout
+    lines = csv_path.read_text().splitlines()
+    assert lines[0] == "student,chapter,score,max_score,status,reason"
+    assert len(lines) == 1 + len(rows)
+    ch = CHAPTERS[0]
+    wrong = next(s for (s, c), w in expect.items() if c == ch.id and "zero" in w)
+    html = (COURSE.build / "feedback" / wrong / ch.id / f"{ch.slug}.html").read_text()
+    assert "hidden tests ran here" in html
+    for secret in ("BEGIN HIDDEN TESTS", "check_close", "solutions.", "grader.checks"):
+        assert secret not in html, f"feedback shows {secret!r}"
+    assert "is wrong on case" in html or "must not call" in html, "feedback should say what failed"
+
+
+def test_a_submission_that_never_finishes_is_stopped_and_recorded(tmp_path):
+    ch = CHAPTERS[0]
+    released = samples.released(COURSE, ch)
+    code = {ex: v["correct"] for ex, v in samples.student_code(COURSE, ch).items()}
+    first = next(iter(code))
+    code[first] = "while True:\n    pass\n" + code[first]
+    put(tmp_path / "in", "t-forever", ch, samples.fill(released, code))
+    db_url = f"sqlite:///{tmp_path / 'gb.db'}"
+    result = grader_cli("autograde", str(tmp_path / "in"), "--db", db_url, "--timeout", "20")
+    assert result.returncode == 0, result.stderr
+    (row,) = collect(COURSE, db_url)
+    assert row.status == "failed" and "longer than 20 s" in row.reason and row.score == 0
+
+
+@pytest.mark.parametrize("args, words", [
+    (["book", "ch99_nope"], "unknown chapter"),
+    (["release", "nope"], "unknown chapter"),
+    (["autograde", "/no/such/folder"], "no such folder"),
+])
+def test_bad_arguments_give_one_clear_line(args, words):
+    result = grader_cli(*args, timeout=120)
+    assert result.returncode == 2
+    assert words in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

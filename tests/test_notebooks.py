@@ -1,0 +1,102 @@
+"""Every chapter notebook follows the course's rules: stored without outputs, paired with its solutions
+module, one graded test cell per exercise, 10 points, and hidden tests written as declarative checks."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+
+import nbformat
+import pytest
+
+from grader.cells import exercises, nbgrader_meta, solution_regions, split_hidden
+from grader.checks import parse_checks, resolve, run_local
+from grader.course import Course
+
+COURSE = Course.here()
+CHAPTERS = COURSE.chapters()
+IDS = [ch.id for ch in CHAPTERS]
+
+
+def read(ch):
+    return nbformat.read(ch.notebook, as_version=4)
+
+
+def test_there_are_chapters():
+    assert CHAPTERS, "no chapter folders found under book/"
+
+
+@pytest.mark.parametrize("path", sorted(COURSE.book.rglob("*.ipynb")), ids=lambda p: p.name)
+def test_notebooks_are_stored_without_outputs(path):
+    nb = json.loads(path.read_text())
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [], f"cell {i} has outputs"
+            assert cell["execution_count"] is None, f"cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_chapter_is_paired_with_its_solutions_module(ch):
+    importlib.import_module(ch.solutions_module)
+    for ex in exercises(read(ch)):
+        regions = solution_regions(ex.solution.source)
+        assert regions, f"{ex.name}: no ### BEGIN SOLUTION region"
+        assert any(ch.solutions_module in r for r in regions), \
+            f"{ex.name}: the solution region should delegate to {ch.solutions_module}"
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_every_exercise_has_graded_tests_worth_ten_points_in_all(ch):
+    nb = read(ch)
+    found = exercises(nb)
+    assert found, "no exercises"
+    for ex in found:
+        assert ex.tests, f"{ex.name}: no graded test cell test_{ex.name}"
+        assert ex.points > 0, f"{ex.name}: its test cells carry no points"
+        for cell in ex.tests:
+            assert nbgrader_meta(cell).get("locked"), f"{nbgrader_meta(cell)['grade_id']} is not locked"
+    assert sum(ex.points for ex in found) == 10
+    graded = [nbgrader_meta(c)["grade_id"] for c in nb.cells if nbgrader_meta(c).get("grade")]
+    owned = [nbgrader_meta(c)["grade_id"] for ex in found for c in ex.tests]
+    assert sorted(graded) == sorted(owned), "a graded cell belongs to no exercise"
+    ids = [nbgrader_meta(c)["grade_id"] for c in nb.cells if nbgrader_meta(c)]
+    assert len(ids) == len(set(ids)), "duplicate grade_id"
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_hidden_tests_are_declarative_checks_of_their_exercise(ch):
+    for ex in exercises(read(ch)):
+        for cell in ex.tests:
+            checks = parse_checks(split_hidden(cell.source)[1])
+            assert checks, f"{nbgrader_meta(cell)['grade_id']}: no hidden checks"
+            for check in checks:
+                assert check.target == ex.name
+                for path in (check.reference, check.cases, check.judge):
+                    if path is not None:
+                        assert callable(resolve(path)), path
+                for name in check.banned:
+                    if not name.startswith("aten."):
+                        resolve(name)
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_visible_tests_use_only_what_students_have(ch):
+    for ex in exercises(read(ch)):
+        for cell in ex.tests:
+            visible, _ = split_hidden(cell.source)
+            for node in ast.walk(ast.parse(visible)):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                    for name in names:
+                        assert name.split(".")[0] not in {"solutions", "grader"}, \
+                            f"{nbgrader_meta(cell)['grade_id']} imports {name}"
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_reference_passes_every_hidden_check(ch):
+    module = importlib.import_module(ch.solutions_module)
+    for ex in exercises(read(ch)):
+        for cell in ex.tests:
+            for check in parse_checks(split_hidden(cell.source)[1]):
+                run_local(check, getattr(module, ex.name))
