@@ -43,9 +43,9 @@ test: setup
 
 grade-demo: setup
 	rm -rf _build/demo
-	$(PY) -m grader.samples _build/demo/submitted
-	$(VENV)/bin/grader autograde _build/demo/submitted --db sqlite:///$(CURDIR)/_build/demo/gradebook.db --jobs $(JOBS)
-	$(VENV)/bin/grader report --db sqlite:///$(CURDIR)/_build/demo/gradebook.db --csv _build/demo/grades.csv
+	$(PY) -m grader.samples _build/demo/inbox
+	$(VENV)/bin/grader autograde _build/demo/inbox --workdir _build/demo --jobs $(JOBS)
+	$(VENV)/bin/grader report --workdir _build/demo
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -6,10 +6,19 @@ assignment ch02_qkv, notebook qkv); everything nbgrader generates lives under _b
 
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import GetGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    Execute,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
 
 from grader.feedback import HideHiddenTests
+from grader.scoring import StderrIsNotAnError
 
 c = get_config()  # noqa: F821 -- provided by traitlets when nbgrader loads this file
 
@@ -32,5 +41,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 
 # Per-cell limit while autograding; `grader autograde` adds a whole-notebook limit on top.
 c.Execute.timeout = 120
+# A test cell fails by raising, not because the student's code printed a warning (grader/scoring.py).
+c.Autograde.autograde_preprocessors = [
+    Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsNotAnError, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
 # Feedback shows scores and error messages, never the hidden tests (see grader/feedback.py).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

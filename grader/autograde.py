@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 
 from . import runs
-from .course import Chapter, Course, UsageError
+from .course import Chapter, Course, UsageError, Workspace
 from .intake import Rejected, accept, grade_ids
 from .nbgrader_run import nbgrader
 from .release import release
@@ -55,10 +55,24 @@ def discover(course: Course, submitted: Path, only: list[Chapter] | None) -> tup
     return jobs, problems
 
 
-def _grade_one(course: Course, job: Job, source_ids: dict[str, set[str]], db_url: str,
+def _forget(ws: Workspace, student: str, chapter: str) -> None:
+    """Remove what an earlier grading of this submission left, so no stale notebook or feedback remains."""
+    for step in ("autograded", "feedback"):
+        shutil.rmtree(ws.path(step, student, chapter), ignore_errors=True)
+
+
+def _grade_one(course: Course, ws: Workspace, job: Job, source_ids: dict[str, set[str]],
                timeout: float) -> runs.Run:
+    run = _attempt(course, ws, job, source_ids, timeout)
+    if run.status == "failed":
+        _forget(ws, run.student, run.chapter)
+    return run
+
+
+def _attempt(course: Course, ws: Workspace, job: Job, source_ids: dict[str, set[str]],
+             timeout: float) -> runs.Run:
     start = time.perf_counter()
-    dest_dir = course.build / "submitted" / job.student / job.chapter.id
+    dest_dir = ws.path("submitted", job.student, job.chapter.id)
     try:
         accepted = accept(course, job.chapter, job.folder, source_ids)
     except Rejected as exc:
@@ -72,8 +86,8 @@ def _grade_one(course: Course, job: Job, source_ids: dict[str, set[str]], db_url
             shutil.copy(stamp, dest_dir / "timestamp.txt")
     nbformat.write(accepted.notebook, dest_dir / job.chapter.notebook.name)
     result = nbgrader(course, ["autograde", job.chapter.id, f"--student={job.student}", "--force"],
-                      db_url=db_url, timeout=timeout,
-                      log_file=course.build / "logs" / "autograde" / f"{job.student}-{job.chapter.id}.log")
+                      workspace=ws, timeout=timeout,
+                      log_file=ws.path("logs", "autograde") / f"{job.student}-{job.chapter.id}.log")
     seconds = time.perf_counter() - start
     notes = "; ".join(accepted.notes)
     if result.returncode is None:
@@ -86,21 +100,23 @@ def _grade_one(course: Course, job: Job, source_ids: dict[str, set[str]], db_url
 
 
 def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None = None,
-              db_url: str | None = None, jobs: int = 1, timeout: float = 600, log=print) -> list[runs.Run]:
-    db_url = db_url or course.db_url
+              workspace: Workspace | None = None, jobs: int = 1, timeout: float = 600,
+              log=print) -> list[runs.Run]:
+    ws = workspace or course.workspace()
+    ws.folder.mkdir(parents=True, exist_ok=True)
     found, results = discover(course, submitted, chapters)
     needed = sorted({job.chapter for job in found}, key=lambda ch: ch.number)
     if needed:
-        release(course, needed, db_url=db_url, log=lambda *_: None)  # the gradebook must know the cells
+        release(course, needed, workspace=ws, log=lambda *_: None)  # the gradebook must know the cells
     source_ids = {ch.id: grade_ids(nbformat.read(ch.notebook, as_version=4)) for ch in course.chapters()}
     for run in results:
-        runs.record(db_url, run)
+        runs.record(ws.db_url, run)
         log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(_grade_one, course, job, source_ids, db_url, timeout) for job in found]
+        futures = [pool.submit(_grade_one, course, ws, job, source_ids, timeout) for job in found]
         for future in futures:
             run = future.result()
-            runs.record(db_url, run)
+            runs.record(ws.db_url, run)
             results.append(run)
             detail = f"failed: {run.reason}" if run.status == "failed" else (run.reason or "graded")
             log(f"  {run.student:<16} {run.chapter:<16} {detail} ({run.seconds:.1f} s)")

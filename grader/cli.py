@@ -2,8 +2,8 @@
 
     grader book [CHAPTER ...] [--instructor] [--fresh]
     grader release [CHAPTER ...]
-    grader autograde SUBMITTED_DIR [--chapter CH ...] [--db URL] [--jobs N] [--timeout S]
-    grader report [--db URL] [--csv PATH] [--no-feedback]
+    grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--timeout S] [--db URL] [--workdir DIR]
+    grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
 
 Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
 in one line, without a traceback.
@@ -42,7 +42,7 @@ def _release(course: Course, args: argparse.Namespace) -> int:
     from .release import release
 
     print("Releasing student notebooks (nbgrader generate_assignment)")
-    release(course, course.select(args.chapters), db_url=args.db)
+    release(course, course.select(args.chapters), workspace=course.workspace(args.workdir, args.db))
     return 0
 
 
@@ -51,8 +51,8 @@ def _autograde(course: Course, args: argparse.Namespace) -> int:
 
     chapters = course.select(args.chapter) if args.chapter else None
     print(f"Autograding {args.submitted} with {args.jobs} job(s)")
-    results = autograde(course, Path(args.submitted), chapters=chapters, db_url=args.db, jobs=args.jobs,
-                        timeout=args.timeout)
+    results = autograde(course, Path(args.submitted), chapters=chapters,
+                        workspace=course.workspace(args.workdir, args.db), jobs=args.jobs, timeout=args.timeout)
     failed = sum(r.status == "failed" for r in results)
     print(f"{len(results)} submission(s): {len(results) - failed} graded, {failed} could not be graded "
           "(recorded with score 0 and a reason). Run `grader report` for the table.")
@@ -62,18 +62,23 @@ def _autograde(course: Course, args: argparse.Namespace) -> int:
 def _report(course: Course, args: argparse.Namespace) -> int:
     from .report import collect, feedback, table, write_csv
 
-    if args.db is None and not (course.build / "gradebook.db").exists():
-        raise UsageError("no gradebook yet: run `grader autograde SUBMITTED_DIR` first")
-    rows = collect(course, args.db)
+    ws = course.workspace(args.workdir, args.db)
+    if args.db is None and not (ws.folder / "gradebook.db").exists():
+        raise UsageError(f"no gradebook in {ws.folder}: run `grader autograde SUBMITTED_DIR` first")
+    rows = collect(ws)
     print(table(rows))
-    path = write_csv(rows, Path(args.csv) if args.csv else course.build / "grades.csv")
+    path = write_csv(rows, Path(args.csv) if args.csv else ws.folder / "grades.csv")
     print(f"\nCSV: {path}")
     if not args.no_feedback:
-        problems = feedback(course, rows, args.db)
-        print(f"Feedback HTML: {course.build / 'feedback'}")
+        problems = feedback(course, ws, rows)
+        print(f"Feedback HTML: {ws.path('feedback')}/<student>/<chapter>/")
         for p in problems:
             print(f"warning: {p}", file=sys.stderr)
     return 0
+
+
+WORKDIR_HELP = ("folder for nbgrader's submitted/, autograded/ and feedback/ folders and the default "
+                "gradebook (default: _build)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -89,19 +94,22 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("release", help="make the student notebooks with nbgrader")
     r.add_argument("chapters", nargs="*", metavar="CHAPTER")
-    r.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite under _build/)")
+    r.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
+    r.add_argument("--workdir", help=WORKDIR_HELP)
     r.set_defaults(func=_release)
 
     a = sub.add_parser("autograde", help="grade submissions laid out as <student>/<chapter>/<notebook>.ipynb")
     a.add_argument("submitted", metavar="SUBMITTED_DIR")
     a.add_argument("--chapter", action="append", metavar="CHAPTER", help="only this chapter (repeatable)")
-    a.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite under _build/)")
+    a.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
+    a.add_argument("--workdir", help=WORKDIR_HELP)
     a.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     a.add_argument("--timeout", type=float, default=600, help="wall-clock limit per submission, seconds")
     a.set_defaults(func=_autograde)
 
     t = sub.add_parser("report", help="grade table, CSV and feedback HTML")
-    t.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite under _build/)")
+    t.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
+    t.add_argument("--workdir", help=WORKDIR_HELP)
     t.add_argument("--csv", help="where to write the CSV (default _build/grades.csv)")
     t.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback HTML")
     t.set_defaults(func=_report)

@@ -58,6 +58,25 @@ def find_root(start: Path | None = None) -> Path:
 
 
 @dataclass(frozen=True)
+class Workspace:
+    """A grading workspace: one gradebook and the nbgrader folders that go with it.
+
+    The default is ``_build/`` with ``_build/gradebook.db`` (what plain ``nbgrader`` uses too); a demo or a
+    test grades in a folder of its own so that its students never mix with the class's.
+    """
+
+    folder: Path
+    db_url: str
+
+    def path(self, step: str, student: str = "", chapter: str = "") -> Path:
+        return self.folder.joinpath(step, student, chapter)
+
+    def nbgrader_args(self) -> list[str]:
+        return [f"--CourseDirectory.{step}_directory={self.folder / step}"
+                for step in ("submitted", "autograded", "feedback")] + [f"--CourseDirectory.db_url={self.db_url}"]
+
+
+@dataclass(frozen=True)
 class Course:
     root: Path
 
@@ -73,9 +92,10 @@ class Course:
     def build(self) -> Path:
         return self.root / "_build"
 
-    @property
-    def db_url(self) -> str:
-        return f"sqlite:///{self.build / 'gradebook.db'}"
+    def workspace(self, workdir: str | Path | None = None, db_url: str | None = None) -> Workspace:
+        """Where a grading run keeps nbgrader's submitted/autograded/feedback folders and its gradebook."""
+        folder = Path(workdir).resolve() if workdir else self.build
+        return Workspace(folder, db_url or f"sqlite:///{folder / 'gradebook.db'}?timeout=60")
 
     def chapters(self) -> list[Chapter]:
         """All chapters, in order."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from .course import Course
+from .course import Course, Workspace
 
 
 @dataclass
@@ -50,12 +50,13 @@ def _kill_tree(pid: int) -> None:
         pass
 
 
-def nbgrader(course: Course, args: list[str], *, db_url: str | None = None, timeout: float | None = None,
-             log_file: Path | None = None) -> Result:
-    cmd = [sys.executable, "-m", "nbgrader", *args]
-    if db_url:
-        cmd.append(f"--CourseDirectory.db_url={db_url}")
-    proc = subprocess.Popen(cmd, cwd=course.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def nbgrader(course: Course, args: list[str], *, workspace: Workspace | None = None,
+             timeout: float | None = None, log_file: Path | None = None) -> Result:
+    cmd = [sys.executable, "-m", "nbgrader", *args, *(workspace.nbgrader_args() if workspace else [])]
+    env = dict(os.environ)
+    # nbgrader runs `alembic` (its gradebook migrations) from PATH: use the one beside this interpreter
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    proc = subprocess.Popen(cmd, cwd=course.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, text=True, errors="replace")
     try:
         out, _ = proc.communicate(timeout=timeout)

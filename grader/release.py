@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .course import Chapter, Course, GraderError
+from .course import Chapter, Course, GraderError, Workspace
 from .nbgrader_run import nbgrader
 
 
@@ -12,11 +12,13 @@ class ReleaseFailed(GraderError):
     pass
 
 
-def release(course: Course, chapters: list[Chapter], *, db_url: str | None = None, log=print) -> list[Path]:
+def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | None = None,
+            log=print) -> list[Path]:
+    """Write ``_build/release/<chapter>/`` and record the chapters' cells in the workspace's gradebook."""
     course.build.mkdir(exist_ok=True)
     made = []
     for ch in chapters:
-        result = nbgrader(course, ["generate_assignment", ch.id, "--force"], db_url=db_url,
+        result = nbgrader(course, ["generate_assignment", ch.id, "--force"], workspace=workspace,
                           log_file=course.build / "logs" / f"release-{ch.id}.log")
         if not result.ok:
             raise ReleaseFailed(f"nbgrader generate_assignment {ch.id} failed: {result.last_error()}")

@@ -10,7 +10,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 
 from . import runs
-from .course import Course
+from .course import Course, Workspace
 from .nbgrader_run import nbgrader
 
 
@@ -24,8 +24,8 @@ class Row:
     reason: str
 
 
-def collect(course: Course, db_url: str | None = None) -> list[Row]:
-    db_url = db_url or course.db_url
+def collect(ws: Workspace) -> list[Row]:
+    db_url = ws.db_url
     recorded = runs.load(db_url)
     rows = []
     with Gradebook(db_url) as gb:
@@ -72,12 +72,12 @@ def write_csv(rows: list[Row], path: Path) -> Path:
     return path
 
 
-def feedback(course: Course, rows: list[Row], db_url: str | None = None) -> list[str]:
+def feedback(course: Course, ws: Workspace, rows: list[Row]) -> list[str]:
     """Generate feedback HTML for each chapter with graded submissions; return problems, if any."""
     problems = []
     for chapter in sorted({r.chapter for r in rows if r.status == "graded"}):
-        result = nbgrader(course, ["generate_feedback", chapter, "--force"], db_url=db_url,
-                          log_file=course.build / "logs" / f"feedback-{chapter}.log")
+        result = nbgrader(course, ["generate_feedback", chapter, "--force"], workspace=ws,
+                          log_file=ws.path("logs") / f"feedback-{chapter}.log")
         if not result.ok:
             problems.append(f"feedback for {chapter}: {result.last_error()}")
     return problems

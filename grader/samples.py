@@ -112,7 +112,8 @@ def demo(course: Course, out: Path) -> list[str]:
         put("carol", fill(nb, {**correct, hardest: variants[hardest][wrong]}))
         put("dan", fill(nb, with_warnings(correct)))
         put("erin", fill(nb, correct), name="my_attempt_final(2).ipynb")
-        put("frank", raw=nbformat.writes(fill(nb, correct)).encode()[:5000])  # cut off: corrupt JSON
+        whole = nbformat.writes(fill(nb, correct)).encode()
+        put("frank", raw=whole[: len(whole) // 2])  # cut off half-way: corrupt JSON
         put("gina")  # an empty chapter folder
     return made
 

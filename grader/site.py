@@ -23,7 +23,7 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
         str(out_html),
         noconfig=True,
         path_config=str(course.root / "_config.yml"),
-        confoverrides={"external_toc_path": str(staged / "_toc.yml")},
+        confoverrides={"external_toc_path": str(staged / "_toc.yml"), "latex_individualpages": False},
         builder="html",
         warningiserror=strict,
         keep_going=True,

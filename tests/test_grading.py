@@ -99,17 +99,17 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("submitted")
-    db_url = f"sqlite:///{root.parent / 'gradebook.db'}"
+    root = tmp_path_factory.mktemp("inbox")
+    ws = COURSE.workspace(tmp_path_factory.mktemp("work"))
     expect = expected_class(root)
-    result = grader_cli("autograde", str(root), "--db", db_url, "--jobs", "2")
+    result = grader_cli("autograde", str(root), "--workdir", str(ws.folder), "--jobs", "2")
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = {(r.student, r.chapter): r for r in collect(COURSE, db_url)}
-    return expect, rows, db_url, result.stdout
+    rows = {(r.student, r.chapter): r for r in collect(ws)}
+    return expect, rows, ws, result.stdout
 
 
 def test_every_submission_gets_exactly_its_expected_score(graded):
-    expect, rows, db_url, log = graded
+    expect, rows, ws, log = graded
     problems = []
     for key, want in sorted(expect.items()):
         row = rows.get(key)
@@ -127,8 +127,8 @@ def test_every_submission_gets_exactly_its_expected_score(graded):
 
 
 def test_a_wrong_implementation_loses_the_points_of_the_test_that_targets_it(graded):
-    expect, rows, db_url, _ = graded
-    with Gradebook(db_url) as gb:
+    expect, rows, ws, _ = graded
+    with Gradebook(ws.db_url) as gb:
         for (student, chapter), want in expect.items():
             if "zero" not in want:
                 continue
@@ -145,9 +145,9 @@ def test_max_score_is_the_chapters_points(graded):
 
 
 def test_report_prints_the_table_writes_csv_and_feedback_hides_hidden_tests(graded, tmp_path):
-    expect, rows, db_url, _ = graded
+    expect, rows, ws, _ = graded
     csv_path = tmp_path / "grades.csv"
-    result = grader_cli("report", "--db", db_url, "--csv", str(csv_path))
+    result = grader_cli("report", "--workdir", str(ws.folder), "--csv", str(csv_path))
     assert result.returncode == 0, result.stderr
     assert "student" in result.stdout and "t-corrupt" in result.stdout
     lines = csv_path.read_text().splitlines()
@@ -155,7 +155,7 @@ def test_report_prints_the_table_writes_csv_and_feedback_hides_hidden_tests(grad
     assert len(lines) == 1 + len(rows)
     ch = CHAPTERS[0]
     wrong = next(s for (s, c), w in expect.items() if c == ch.id and "zero" in w)
-    html = (COURSE.build / "feedback" / wrong / ch.id / f"{ch.slug}.html").read_text()
+    html = (ws.path("feedback", wrong, ch.id) / f"{ch.slug}.html").read_text()
     assert "hidden tests ran here" in html
     for secret in ("BEGIN HIDDEN TESTS", "check_close", "solutions.", "grader.checks"):
         assert secret not in html, f"feedback shows {secret!r}"
@@ -169,10 +169,11 @@ def test_a_submission_that_never_finishes_is_stopped_and_recorded(tmp_path):
     first = next(iter(code))
     code[first] = "while True:\n    pass\n" + code[first]
     put(tmp_path / "in", "t-forever", ch, samples.fill(released, code))
-    db_url = f"sqlite:///{tmp_path / 'gb.db'}"
-    result = grader_cli("autograde", str(tmp_path / "in"), "--db", db_url, "--timeout", "20")
+    ws = COURSE.workspace(tmp_path / "work", f"sqlite:///{tmp_path / 'elsewhere.db'}")  # --db: any SQLAlchemy URL
+    result = grader_cli("autograde", str(tmp_path / "in"), "--workdir", str(ws.folder), "--db", ws.db_url,
+                        "--timeout", "20")
     assert result.returncode == 0, result.stderr
-    (row,) = collect(COURSE, db_url)
+    (row,) = collect(ws)
     assert row.status == "failed" and "longer than 20 s" in row.reason and row.score == 0
 
 
