@@ -24,8 +24,11 @@ class LeakError(GraderError):
 def student_view(nb: nbformat.NotebookNode, *, label: str) -> nbformat.NotebookNode:
     nb = copy.deepcopy(nb)
     resources: dict = {}
-    nb, resources = ClearSolutions().preprocess(nb, resources)
-    nb, resources = ClearHiddenTests().preprocess(nb, resources)
+    try:
+        nb, resources = ClearSolutions().preprocess(nb, resources)
+        nb, resources = ClearHiddenTests().preprocess(nb, resources)
+    except RuntimeError as exc:  # nbgrader's word for an unbalanced or misplaced region
+        raise LeakError(f"{label}: cannot strip it safely: {exc}") from None
     for cell in nb.cells:
         if cell.get("metadata", {}).get("nbgrader", {}).get("solution") and cell.cell_type == "code":
             cell.outputs = []  # whatever the reference printed in a solution cell stays private

@@ -1,0 +1,95 @@
+"""Staging steps: a failing cell is named precisely, the student view strips what it must and refuses
+leftovers, and the execution cache is keyed on what can change a chapter's outputs."""
+
+from __future__ import annotations
+
+import shutil
+
+import nbformat
+import pytest
+
+from grader.course import Course
+from grader.execute import ExecutionFailed, execute
+from grader.stage import cache_key
+from grader.view import LeakError, student_view
+
+COURSE = Course.here()
+
+
+def notebook(*cells):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = list(cells)
+    return nb
+
+
+def solution_cell(source, grade_id="f"):
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": {
+        "grade": False, "solution": True, "locked": False, "grade_id": grade_id, "schema_version": 3}})
+
+
+def test_a_failing_cell_is_named_with_its_notebook_index_and_error(tmp_path):
+    nb = notebook(nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("y = x / 0"))
+    with pytest.raises(ExecutionFailed) as info:
+        execute(nb, tmp_path, label="book/ch99_demo/demo.ipynb")
+    message = str(info.value)
+    assert "book/ch99_demo/demo.ipynb" in message and "cell 1" in message
+    assert "ZeroDivisionError" in message and "y = x / 0" in message
+
+
+def test_student_view_replaces_solutions_drops_hidden_tests_and_keeps_outputs():
+    test = nbformat.v4.new_code_cell(
+        "assert f() == 1\n### BEGIN HIDDEN TESTS\nassert f() != 2\n### END HIDDEN TESTS",
+        metadata={"nbgrader": {"grade": True, "solution": False, "locked": True, "points": 1,
+                               "grade_id": "test_f", "schema_version": 3}})
+    demo = nbformat.v4.new_code_cell("f()")
+    demo.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "1"}, execution_count=1)]
+    sol = solution_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION")
+    sol.outputs = [nbformat.v4.new_output("stream", name="stdout", text="secret debug print")]
+    view = student_view(notebook(sol, test, demo), label="t")
+    assert "raise NotImplementedError()" in view.cells[0].source and "return 1" not in view.cells[0].source
+    assert view.cells[0].outputs == []
+    assert "f() != 2" not in view.cells[1].source and "assert f() == 1" in view.cells[1].source
+    assert view.cells[2].outputs, "demo outputs (the figures) must be kept"
+
+
+def printed(text):
+    cell = nbformat.v4.new_code_cell("print(text)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    return cell
+
+
+@pytest.mark.parametrize("cell", [
+    nbformat.v4.new_markdown_cell("Remember to write ### BEGIN SOLUTION in your cells"),  # unbalanced region
+    printed("### BEGIN HIDDEN TESTS\ncheck_close(...)"),  # nbgrader never looks at outputs
+    printed("### END SOLUTION"),
+], ids=["unbalanced-region", "hidden-marker-in-output", "solution-marker-in-output"])
+def test_student_view_refuses_what_it_cannot_strip(cell):
+    with pytest.raises(LeakError, match="cannot strip|still contains"):
+        student_view(notebook(cell), label="t")
+
+
+@pytest.fixture
+def course_copy(tmp_path) -> Course:
+    for name in ("book", "solutions", "grader"):
+        shutil.copytree(COURSE.root / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return Course(tmp_path)
+
+
+def test_cache_key_follows_the_chapter_its_modules_and_nothing_else(course_copy):
+    ch = course_copy.chapters()[0]
+    key = cache_key(course_copy, ch)
+    assert len(key) == 20 and cache_key(course_copy, ch) == key, "the key must be deterministic"
+
+    (course_copy.root / "solutions" / "zz_another_chapter.py").write_text("# another chapter's module\n")
+    assert cache_key(course_copy, ch) == key, "another chapter's module must not invalidate this chapter"
+
+    extra = ch.folder / "data.txt"
+    extra.write_text("a data file the notebook reads")
+    assert cache_key(course_copy, ch) != key
+    extra.unlink()
+    assert cache_key(course_copy, ch) == key
+
+    module = course_copy.root / "solutions" / f"{ch.slug}.py"
+    module.write_text(module.read_text() + "\n# changed\n")
+    assert cache_key(course_copy, ch) != key
