@@ -1,9 +1,10 @@
 """Sample submissions made from the released notebook and bundled student code.
 
 Student code lives in ``tests/student_code/<slug>/<exercise>__<variant>.py``: each file is the complete
-source a student would put in that exercise's solution cell (``__correct`` variants are right, the
-others are realistic mistakes). The tests grade submissions assembled from them, and
-``python -m grader.samples OUT`` lays out a small demo class for ``make grade-demo``.
+source a student would put in that exercise's solution cell (``__correct`` and ``__correct_<how>``
+variants are right answers, written as a student would; every other variant is a realistic mistake).
+The tests grade submissions assembled from them, and ``python -m grader.samples OUT`` lays out a small
+demo class for ``make grade-demo``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ if isinstance({name}, type):
 else:
     {name} = _with_warning({name})
 '''
+
+
+def is_correct(variant: str) -> bool:
+    """``correct`` and ``correct_<how>`` variants are right answers; every other variant is a mistake."""
+    return variant == "correct" or variant.startswith("correct_")
 
 
 def student_code(course: Course, chapter: Chapter) -> dict[str, dict[str, str]]:
@@ -94,7 +100,7 @@ def demo(course: Course, out: Path) -> list[str]:
         correct = {ex: v["correct"] for ex, v in variants.items()}
         points = exercise_points(nb)
         hardest = max(variants, key=lambda ex: points.get(ex, 0))
-        wrong = sorted(v for v in variants[hardest] if v != "correct")[0]
+        wrong = sorted(v for v in variants[hardest] if not is_correct(v))[0]
 
         def put(student: str, notebook: nbformat.NotebookNode | None = None, name: str | None = None,
                 raw: bytes | None = None, ch: Chapter = ch) -> None:

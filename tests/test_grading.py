@@ -59,12 +59,17 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
         put(root, student("warning"), ch, samples.fill(released, samples.with_warnings(correct)))
         expect[student("warning"), ch.id] = {"score": full}
         for exercise, by_variant in variants.items():
-            wrong = [v for v in by_variant if v != "correct"]
+            wrong = [v for v in by_variant if not samples.is_correct(v)]
             assert len(wrong) >= 2, f"{exercise} needs at least two wrong variants"
-            for variant in wrong:
+            for variant, code in by_variant.items():
+                if variant == "correct":
+                    continue
                 name = student(f"{exercise}-{variant}")
-                put(root, name, ch, samples.fill(released, {**correct, exercise: by_variant[variant]}))
-                expect[name, ch.id] = {"score": full - points[exercise], "zero": f"test_{exercise}"}
+                put(root, name, ch, samples.fill(released, {**correct, exercise: code}))
+                if samples.is_correct(variant):
+                    expect[name, ch.id] = {"score": full}
+                else:
+                    expect[name, ch.id] = {"score": full - points[exercise], "zero": f"test_{exercise}"}
 
     ch = CHAPTERS[0]
     released = samples.released(COURSE, ch)
