@@ -83,7 +83,8 @@ class Case:
 
     ``args``/``kwargs`` go to the call; when ``init`` is not None the target is an ``nn.Module`` class,
     built as ``target(*init, **init_kwargs)``, given ``state`` with ``load_state_dict(strict=True)`` when
-    ``state`` is not None, put in eval mode, then called with ``args``/``kwargs``.
+    ``state`` is not None, put in eval mode, then called with ``args``/``kwargs``. When ``raises`` names
+    an exception class (``"ValueError"``), the call must raise it (or a subclass) instead of returning.
     """
 
     args: tuple = ()
@@ -92,6 +93,7 @@ class Case:
     init: tuple | None = None
     init_kwargs: dict = field(default_factory=dict)
     state: dict | None = None
+    raises: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ class Outcome:
     output: Any = None
     inputs_after: Any = None
     error: str | None = None
+    error_types: tuple[str, ...] = ()  # the raised exception's class and base-class names
     banned_calls: tuple[str, ...] = ()
 
 
@@ -333,7 +336,8 @@ def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Ou
                 result = _call(obj, case, args, kwargs)
             outcome.output = to_plain(result)
         except Exception as exc:  # the student's error becomes the case's verdict
-            outcome.error = f"{type(exc).__name__}: {exc}"
+            outcome.error = f"{type(exc).__name__}: {str(exc)[:500]}"
+            outcome.error_types = tuple(cls.__name__ for cls in type(exc).__mro__)
         outcome.banned_calls = tuple(seen)
         try:
             outcome.inputs_after = to_plain([list(args), kwargs])
@@ -443,24 +447,34 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome]) -> None:
         if outcome.banned_calls:
             raise CheckFailed(f"`{check.target}` must not call {', '.join(outcome.banned_calls)} "
                               "in this exercise: implement it yourself")
+        if case.raises is not None:
+            if case.raises not in outcome.error_types:
+                got = outcome.error or "it returned normally"
+                raise CheckFailed(f"`{check.target}` should raise {case.raises} on {_where(case.label, '')} "
+                                  f"({got})")
+            continue
         if outcome.error is not None:
             raise CheckFailed(f"`{check.target}` raised on {_where(case.label, '')}: {outcome.error}")
         before = to_plain([list(case.args), case.kwargs])
         if compare(before, outcome.inputs_after, 0.0, 0.0, "input") is not None:
             raise CheckFailed(f"`{check.target}` modified its inputs on {_where(case.label, '')}: "
                               "functions must return new tensors and leave their arguments unchanged")
+    returned = [(c, o) for c, o in zip(cases, outcomes) if c.raises is None]
     if check.kind in ("close", "module"):
-        expected = _reference_outputs(check, cases)
-        for case, exp, outcome in zip(cases, expected, outcomes):
+        expected = _reference_outputs(check, [c for c, _ in returned])
+        for (case, outcome), exp in zip(returned, expected):
             reason = compare(exp, outcome.output, check.atol, check.rtol)
             if reason:
                 raise CheckFailed(f"`{check.target}` is wrong on {_where(case.label, '')}: {reason}")
     elif check.kind == "property":
         judge_fn = resolve(check.judge)
         try:
-            judge_fn(cases, [from_plain(o.output) for o in outcomes])
+            judge_fn([c for c, _ in returned], [from_plain(o.output) for _, o in returned])
         except AssertionError as exc:
             raise CheckFailed(f"`{check.target}`: {exc}") from None
+        except Exception as exc:  # a malformed output (wrong shape, wrong type) can break a judge
+            raise CheckFailed(f"`{check.target}` returned something the check could not use: "
+                              f"{type(exc).__name__}: {exc}") from None
     else:
         raise ValueError(f"unknown check kind {check.kind!r}")
 
@@ -470,10 +484,15 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome]) -> None:
 
 
 def run_local(check: Check, obj: Any) -> None:
-    """Run all three phases in this process (plain kernel, source notebook, tests)."""
-    cases = prepare(check)
-    outcomes = evaluate(obj, cases, check.banned)
-    judge(check, cases, outcomes)
+    """Run all three phases in this process (plain kernel, source notebook, tests).
+
+    The notebook's global random stream is left as it was: seeding reference modules and building
+    modules must not change what later cells draw.
+    """
+    with torch.random.fork_rng(devices=[]):
+        cases = prepare(check)
+        outcomes = evaluate(obj, cases, check.banned)
+        judge(check, cases, outcomes)
 
 
 def _lookup(target: str, namespace: dict) -> Any:

@@ -142,9 +142,10 @@ class SelfAttention(nn.Module):
 def sinusoidal_positions(T: int, d_model: int) -> torch.Tensor:
     """The sinusoidal positional encodings of Vaswani et al. (2017), interleaved as in the paper.
 
-    ``PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and ``PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))``
-    for ``pos`` in ``0..T-1`` and ``i`` in ``0..d_model/2-1``: pair ``i`` turns at angular frequency
-    ``10000^(-2i/d_model)``, from 1 rad per position down to nearly 1/10000.
+    ``PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and
+    ``PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))`` for ``pos`` in ``0..T-1`` and ``i`` in
+    ``0..d_model/2-1``: pair ``i`` turns at angular frequency ``10000^(-2i/d_model)``, from 1 rad per
+    position down to nearly 1/10000.
 
     Returns:
         ``(T, d_model)`` float32, to be added to the token embeddings.
@@ -160,5 +161,5 @@ def sinusoidal_positions(T: int, d_model: int) -> torch.Tensor:
     pos = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,)
     angles = pos / 10000.0 ** (two_i / d_model)  # (T, d_model/2)
-    pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (T, d_model/2, 2): sin, cos of one angle side by side
-    return pe.reshape(T, d_model).to(torch.float32)  # (T, d_model), columns sin, cos, sin, cos, ...
+    pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (T, d_model/2, 2): pair i = (sin, cos)
+    return pe.reshape(T, d_model).to(torch.float32)  # (T, d_model): sin, cos, sin, cos, ...

@@ -96,7 +96,7 @@ def test_front_matter_pages_are_built(site):
 def test_nothing_under_the_site_leaks_solutions_or_hidden_tests(site):
     hidden = secrets()
     assert len(hidden) > 10, "the leak scan found too few secret lines to be meaningful"
-    files = [p for p in site.parent.parent.rglob("*") if p.is_file()
+    files = [p for p in site.parent.rglob("*") if p.is_file()
              and p.suffix not in {".png", ".jpg", ".svg", ".woff", ".woff2", ".ttf", ".eot", ".ico", ".gif"}]
     assert any(p.name == "searchindex.js" for p in files)
     leaks = []

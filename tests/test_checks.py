@@ -46,6 +46,22 @@ def softmax_cases(seed: int) -> list[Case]:
     return [Case(args=(torch.randn(3, 5, generator=g),))]
 
 
+def positive_sqrt(x):
+    if (x < 0).any():
+        raise ValueError("negative input")
+    return x.sqrt()
+
+
+def sqrt_cases(seed: int) -> list[Case]:
+    return [Case(args=(torch.tensor([1.0, 4.0]),), label="positive"),
+            Case(args=(torch.tensor([-1.0]),), label="negative input", raises="ValueError")]
+
+
+def shape_judge(cases, outputs):
+    for out in outputs:
+        out.reshape(3, 5)  # raises on a malformed output rather than asserting
+
+
 HERE = "tests.test_checks"
 
 
@@ -176,6 +192,34 @@ class TestRunLocal:
         check = Check(kind="module", target="Lin", cases=f"{HERE}:linear_cases", reference="torch.nn.Linear")
         with pytest.raises(CheckFailed, match="parameters do not match"):
             run_local(check, Renamed)
+
+    def test_expected_exception_must_be_raised(self):
+        check = Check(kind="close", target="f", cases=f"{HERE}:sqrt_cases", reference=f"{HERE}:positive_sqrt")
+        run_local(check, positive_sqrt)
+        with pytest.raises(CheckFailed, match="should raise ValueError.*returned normally"):
+            run_local(check, torch.sqrt)
+
+        def wrong_error(x):
+            if (x < 0).any():
+                raise TypeError("nope")
+            return x.sqrt()
+
+        with pytest.raises(CheckFailed, match="should raise ValueError.*TypeError"):
+            run_local(check, wrong_error)
+
+    def test_module_check_leaves_the_global_random_stream_alone(self):
+        check = Check(kind="module", target="Lin", cases=f"{HERE}:linear_cases", reference="torch.nn.Linear")
+        torch.manual_seed(123)
+        expected = torch.rand(3)
+        torch.manual_seed(123)
+        run_local(check, torch.nn.Linear)
+        assert torch.equal(torch.rand(3), expected)
+
+    def test_a_judge_broken_by_a_malformed_output_fails_the_check(self):
+        check = Check(kind="property", target="f", cases=f"{HERE}:softmax_cases", judge=f"{HERE}:shape_judge")
+        run_local(check, lambda x: x * 2)
+        with pytest.raises(CheckFailed, match="could not use"):
+            run_local(check, lambda x: x[:1])
 
     def test_property_judge(self):
         check = Check(kind="property", target="softmax", cases=f"{HERE}:softmax_cases",

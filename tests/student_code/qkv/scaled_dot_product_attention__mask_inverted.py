@@ -1,0 +1,12 @@
+import math
+
+import torch
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """Attention with nn.MultiheadAttention's polarity: True = ignore."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights

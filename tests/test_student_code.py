@@ -1,0 +1,109 @@
+"""Student code against the notebooks' own tests, in-process and fast (the slow, end-to-end version
+through nbgrader is test_grading.py).
+
+Each file ``tests/student_code/<slug>/<exercise>__<variant>.py`` is the complete source a student might
+put in that exercise's solution cell. ``correct`` / ``correct_<how>`` variants must pass the visible
+asserts and the hidden checks; every other variant is a realistic mistake that the hidden checks alone
+must fail (a grader that runs only the declarative checks relies on that layer); a ``uses_<builtin>``
+variant computes the right values with a forbidden built-in, so only the ban can catch it.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+import torch
+
+from grader.cells import exercises, solution_regions, split_hidden
+from grader.checks import parse_checks, run_local
+from grader.course import Course
+from grader.samples import is_correct, student_code
+
+COURSE = Course.here()
+CHAPTERS = [ch for ch in COURSE.chapters() if student_code(COURSE, ch)]
+
+
+def notebook(ch):
+    return nbformat.read(ch.notebook, as_version=4)
+
+
+def prelude(ch) -> str:
+    """The chapter's setup cell (by convention its first code cell: imports and seeds)."""
+    return next(c.source for c in notebook(ch).cells if c.cell_type == "code")
+
+
+def graded_sources(ch) -> dict[str, list[str]]:
+    return {ex.name: [c.source for c in ex.tests] for ex in exercises(notebook(ch))}
+
+
+def define(ch, source: str) -> dict:
+    """Run a solution cell's source after the chapter's setup cell, as the student's kernel would."""
+    namespace: dict = {"__name__": "__student__"}
+    exec(compile(prelude(ch) + "\n" + source, "<solution cell>", "exec"), namespace)
+    return namespace
+
+
+def run_visible(ch, exercise: str, namespace: dict) -> None:
+    for source in graded_sources(ch)[exercise]:
+        torch.manual_seed(0)
+        exec(compile(split_hidden(source)[0], f"<test_{exercise}>", "exec"), namespace)
+
+
+def run_hidden(ch, exercise: str, namespace: dict) -> None:
+    for source in graded_sources(ch)[exercise]:
+        for check in parse_checks(split_hidden(source)[1]):
+            run_local(check, namespace[check.target])
+
+
+VARIANTS = [(ch, exercise, variant, source) for ch in CHAPTERS
+            for exercise, by_variant in student_code(COURSE, ch).items()
+            for variant, source in sorted(by_variant.items())]
+
+
+def ids(item) -> str:
+    return f"{item[0].slug}-{item[1]}__{item[2]}"
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=lambda ch: ch.id)
+def test_every_exercise_has_a_correct_variant_and_two_mistakes(ch):
+    found = student_code(COURSE, ch)
+    assert set(found) == {ex.name for ex in exercises(notebook(ch))}, "student code for every exercise"
+    for exercise, variants in found.items():
+        assert "correct" in variants, exercise
+        assert sum(not is_correct(v) for v in variants) >= 2, exercise
+
+
+@pytest.mark.parametrize("item", VARIANTS, ids=ids)
+def test_variant_is_self_contained_student_code(item):
+    ch, exercise, variant, source = item
+    assert "solutions" not in source and "grader" not in source
+    assert f"def {exercise}(" in source or f"class {exercise}(" in source
+    assert not solution_regions(source)
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=lambda ch: ch.id)
+def test_the_source_notebooks_solutions_pass_their_visible_asserts(ch):
+    for ex in exercises(notebook(ch)):
+        run_visible(ch, ex.name, define(ch, ex.solution.source))
+
+
+@pytest.mark.parametrize("item", [v for v in VARIANTS if is_correct(v[2])], ids=ids)
+def test_correct_variant_passes_visible_and_hidden_tests(item):
+    ch, exercise, _, source = item
+    run_visible(ch, exercise, define(ch, source))
+    run_hidden(ch, exercise, define(ch, source))
+
+
+@pytest.mark.parametrize("item", [v for v in VARIANTS if not is_correct(v[2])], ids=ids)
+def test_wrong_variant_fails_the_hidden_checks(item):
+    ch, exercise, _, source = item
+    with pytest.raises(AssertionError):
+        run_hidden(ch, exercise, define(ch, source))
+
+
+@pytest.mark.parametrize("item", [v for v in VARIANTS if v[2].startswith("uses_")], ids=ids)
+def test_a_banned_builtin_passes_the_visible_asserts_but_loses_the_points(item):
+    ch, exercise, _, source = item
+    run_visible(ch, exercise, define(ch, source))
+    with pytest.raises(AssertionError, match="must not call"):
+        run_hidden(ch, exercise, define(ch, source))
