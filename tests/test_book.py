@@ -137,3 +137,15 @@ def test_release_holds_stubs_and_visible_tests_only():
             assert m not in text
         assert "grader.checks" not in text and "from solutions" not in text
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_instructor_preview_shows_solutions_and_stays_out_of_the_site(site):
+    result = subprocess.run([sys.executable, "-m", "grader", "book", "--instructor"], cwd=COURSE.root,
+                            capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "never publish" in result.stdout
+    preview = COURSE.build / "instructor" / "html"
+    for ch in CHAPTERS:
+        text = readable_text(preview / ch.folder.name / f"{ch.slug}.html")
+        assert f"from {ch.solutions_module} import" in text and "BEGIN HIDDEN TESTS" in text
+    assert not (SITE.parent / "instructor").exists() and preview.resolve() not in SITE.resolve().parents
