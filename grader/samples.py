@@ -87,6 +87,19 @@ def with_warnings(code: dict[str, str]) -> dict[str, str]:
     return {name: src + WARNING_WRAPPER.format(name=name) for name, src in code.items()}
 
 
+def hand_in(inbox: Path, student: str, chapter: Chapter, notebook: nbformat.NotebookNode | None = None, *,
+            name: str | None = None, raw: bytes | None = None) -> Path:
+    """Put a submission at ``inbox/<student>/<chapter>/<name>``: a notebook, raw bytes, or nothing."""
+    folder = inbox / student / chapter.id
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / (name or chapter.notebook.name)
+    if notebook is not None:
+        nbformat.write(notebook, target)
+    if raw is not None:
+        target.write_bytes(raw)
+    return target
+
+
 def demo(course: Course, out: Path) -> list[str]:
     """Lay out a small class of submissions for every chapter that has bundled student code."""
     if out.exists():
@@ -104,13 +117,7 @@ def demo(course: Course, out: Path) -> list[str]:
 
         def put(student: str, notebook: nbformat.NotebookNode | None = None, name: str | None = None,
                 raw: bytes | None = None, ch: Chapter = ch) -> None:
-            folder = out / student / ch.id
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / (name or ch.notebook.name)
-            if notebook is not None:
-                nbformat.write(notebook, target)
-            if raw is not None:
-                target.write_bytes(raw)
+            hand_in(out, student, ch, notebook, name=name, raw=raw)
             made.append(f"{student}/{ch.id}")
 
         put("alice", fill(nb, correct))
