@@ -16,7 +16,7 @@ JOBS ?= 2
 # pip on these machines warns about every package its extra local index lacks; keep the log readable
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: setup book instructor-book release test grade-demo lint clean
+.PHONY: setup book instructor-book release test grade-demo bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,9 @@ grade-demo: setup
 	$(PY) -m grader.samples _build/demo/inbox
 	$(VENV)/bin/grader autograde _build/demo/inbox --workdir _build/demo --jobs $(JOBS)
 	$(VENV)/bin/grader report --workdir _build/demo
+
+bench: setup
+	$(PY) -m grader.bench
 
 lint: setup
 	$(VENV)/bin/ruff check .

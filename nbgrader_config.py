@@ -41,6 +41,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 
 # Per-cell limit while autograding; `grader autograde` adds a whole-notebook limit on top.
 c.Execute.timeout = 120
+c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 # A test cell fails by raising, not because the student's code printed a warning (grader/scoring.py).
 c.Autograde.autograde_preprocessors = [
     Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsNotAnError, SaveAutoGrades,

@@ -55,6 +55,12 @@ def discover(course: Course, submitted: Path, only: list[Chapter] | None) -> tup
     return jobs, problems
 
 
+def _explain(error: str) -> str:
+    if "DeadKernelError" in error:
+        return "the kernel died while running the notebook (a crash, or sys.exit/os._exit in its code)"
+    return f"nbgrader could not grade it: {error}"
+
+
 def _forget(ws: Workspace, student: str, chapter: str) -> None:
     """Remove what an earlier grading of this submission left, so no stale notebook or feedback remains."""
     for step in ("autograded", "feedback"):
@@ -94,8 +100,7 @@ def _attempt(course: Course, ws: Workspace, job: Job, source_ids: dict[str, set[
         return runs.Run(job.student, job.chapter.id, "failed",
                         f"grading took longer than {timeout:.0f} s and was stopped", seconds)
     if not result.ok:
-        return runs.Run(job.student, job.chapter.id, "failed",
-                        f"nbgrader could not grade it: {result.last_error()}", seconds)
+        return runs.Run(job.student, job.chapter.id, "failed", _explain(result.last_error()), seconds)
     return runs.Run(job.student, job.chapter.id, "graded", notes, seconds)
 
 

@@ -11,6 +11,9 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 from .course import GraderError
 
+# ipykernel warns on every start that its local TCP sockets are unencrypted; that is noise here
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
+
 
 class ExecutionFailed(GraderError):
     """A cell raised (or timed out): the message names the notebook, the cell and the error."""
@@ -30,7 +33,8 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, *, label: str, timeout: int = 
     """Return an executed copy of ``nb``; raise :class:`ExecutionFailed` on the first failing cell."""
     nb = copy.deepcopy(nb)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
-                            record_timing=False, resources={"metadata": {"path": str(cwd)}})
+                            record_timing=False, extra_arguments=QUIET_KERNEL,
+                            resources={"metadata": {"path": str(cwd)}})
     try:
         client.execute()
     except CellTimeoutError as exc:

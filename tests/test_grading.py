@@ -4,6 +4,8 @@ known-wrong implementation loses exactly its exercise's points, and broken input
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +91,11 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
     blank = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hello')")])
     put(root, "t-foreign", ch, blank)
     expect["t-foreign", ch.id] = {"failed": "none of"}
+    dies = {ex: v["correct"] for ex, v in samples.student_code(COURSE, ch).items()}
+    first = next(iter(dies))
+    dies[first] += "\n\nimport os\nos._exit(3)\n"
+    put(root, "t-kernel-death", ch, samples.fill(released, dies))
+    expect["t-kernel-death", ch.id] = {"failed": "the kernel died"}
     (root / "t-no-chapter").mkdir()
     (root / "t-no-chapter" / "notes.txt").write_text("I could not find the notebook")
     expect["t-no-chapter", "-"] = {"failed": "no chapter folder"}
@@ -190,3 +197,26 @@ def test_bad_arguments_give_one_clear_line(args, words):
     assert result.returncode == 2
     assert words in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_plain_nbgrader_works_from_the_repository_root(tmp_path):
+    """nbgrader_config.py alone is enough: generate_assignment and autograde, no `grader` involved."""
+    course = tmp_path / "course"
+    shutil.copytree(COURSE.book, course / "book")
+    shutil.copy(COURSE.root / "nbgrader_config.py", course)
+    ch = CHAPTERS[0]
+
+    def nbgrader(*args):
+        result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True,
+                                text=True, timeout=600, env={**os.environ, "PATH": f"{Path(sys.executable).parent}"
+                                                             f"{os.pathsep}{os.environ.get('PATH', '')}"})
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+    nbgrader("generate_assignment", ch.id)
+    released = nbformat.read(course / "_build" / "release" / ch.id / ch.notebook.name, as_version=4)
+    code = {ex: v["correct"] for ex, v in samples.student_code(COURSE, ch).items()}
+    put(course / "_build" / "submitted", "plain", ch, samples.fill(released, code))
+    nbgrader("autograde", ch.id)
+    with Gradebook(f"sqlite:///{course / '_build' / 'gradebook.db'}") as gb:
+        submission = gb.find_submission(ch.id, "plain")
+        assert submission.score == submission.max_score == 10
