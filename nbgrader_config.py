@@ -18,7 +18,7 @@ from nbgrader.preprocessors import (
 )
 
 from grader.feedback import HideHiddenTests
-from grader.scoring import StderrIsNotAnError
+from grader.scoring import SkipDemoCells, StderrIsNotAnError
 
 c = get_config()  # noqa: F821 -- provided by traitlets when nbgrader loads this file
 
@@ -42,9 +42,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # Per-cell limit while autograding; `grader autograde` adds a whole-notebook limit on top.
 c.Execute.timeout = 120
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
-# A test cell fails by raising, not because the student's code printed a warning (grader/scoring.py).
+# Cells tagged `demo` are not run while grading; a test cell fails by raising, not because the
+# student's code printed a warning (grader/scoring.py).
 c.Autograde.autograde_preprocessors = [
-    Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsNotAnError, SaveAutoGrades,
+    SkipDemoCells, Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsNotAnError, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
 # Feedback shows scores and error messages, never the hidden tests (see grader/feedback.py).

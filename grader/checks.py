@@ -85,6 +85,14 @@ class Case:
     built as ``target(*init, **init_kwargs)``, given ``state`` with ``load_state_dict(strict=True)`` when
     ``state`` is not None, put in eval mode, then called with ``args``/``kwargs``. When ``raises`` names
     an exception class (``"ValueError"``), the call must raise it (or a subclass) instead of returning.
+
+    ``method`` calls an attribute of the target instead of the target itself (``"apply"`` for a
+    ``torch.autograd.Function``). ``grad_output`` turns the case into a gradient case: every floating
+    tensor argument gets ``requires_grad``, the (first) output is back-propagated with ``grad_output``,
+    and the case's result is ``(output, [grad of each floating tensor argument, in order])``.
+    ``max_numel`` bounds memory: no tensor that an operator creates during the call may have more
+    elements, and Python-side allocations (numpy, lists) may not peak above ``8 * max_numel`` bytes plus
+    a small allowance -- so "materialise the whole (T_q, T_k) matrix" fails however it is disguised.
     """
 
     args: tuple = ()
@@ -94,6 +102,13 @@ class Case:
     init_kwargs: dict = field(default_factory=dict)
     state: dict | None = None
     raises: str | None = None
+    method: str | None = None
+    grad_output: Any = None
+    max_numel: int | None = None
+
+
+#: Python-side allocation allowance (bytes) on top of ``8 * max_numel`` for memory-bounded cases.
+PYTHON_ALLOWANCE = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,9 @@ class Outcome:
     error: str | None = None
     error_types: tuple[str, ...] = ()  # the raised exception's class and base-class names
     banned_calls: tuple[str, ...] = ()
+    largest_numel: int = 0  # largest tensor an operator created during the call (memory cases only)
+    largest_op: str = ""
+    python_peak: int = 0  # peak Python-side allocation in bytes (memory cases only)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -308,9 +326,74 @@ def _recording_banned(names: Iterable[str], seen: list[str]):
         yield
 
 
+class _LargestTensor(TorchDispatchMode):
+    """Records the largest tensor that any (non-view) operator creates."""
+
+    def __init__(self):
+        super().__init__()
+        self.numel, self.op = 0, ""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            for t in torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.numel() > self.numel:
+                    self.numel, self.op = t.numel(), "aten." + func.overloadpacket.__name__
+        return out
+
+
+@contextlib.contextmanager
+def _measuring_memory(enabled: bool, outcome: Outcome):
+    if not enabled:
+        yield
+        return
+    import tracemalloc
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    recorder = _LargestTensor()
+    try:
+        with recorder:
+            yield
+    finally:
+        outcome.python_peak = max(0, tracemalloc.get_traced_memory()[1] - base)
+        if started:
+            tracemalloc.stop()
+        outcome.largest_numel, outcome.largest_op = recorder.numel, recorder.op
+
+
+def _float_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    found = []
+    for x in [*args, *kwargs.values()]:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            found.append(x)
+    return found
+
+
 def _call(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
+    if case.grad_output is None:
+        return _forward(obj, case, args, kwargs)
+    leaves = _float_tensors(args, kwargs)
+    for t in leaves:
+        t.requires_grad_(True)
+    result = _forward(obj, case, args, kwargs)
+    first = result[0] if isinstance(result, (tuple, list)) and result else result
+    if type(first) is not torch.Tensor:
+        raise TypeError(f"returned {type(first).__name__}, expected a tensor to back-propagate through")
+    if first.grad_fn is None:
+        raise TypeError("its output is not connected to the inputs by autograd (no grad_fn), "
+                        "so no gradient can flow back")
+    first.backward(_clone(case.grad_output))
+    return result, [t.grad for t in leaves]
+
+
+def _forward(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
     if case.init is None:
-        return obj(*args, **kwargs)
+        fn = getattr(obj, case.method) if case.method else obj
+        return fn(*args, **kwargs)
     module = obj(*_clone(case.init), **_clone(case.init_kwargs))
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"{type(module).__name__} is not a torch.nn.Module")
@@ -322,7 +405,8 @@ def _call(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
             raise TypeError("its parameters do not match the expected names and shapes: "
                             + " ".join(line.strip() for line in first[:3])) from None
     module.eval()
-    return module(*args, **kwargs)
+    fn = getattr(module, case.method) if case.method else module
+    return fn(*args, **kwargs)
 
 
 def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Outcome]:
@@ -332,7 +416,7 @@ def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Ou
         args, kwargs = _clone(case.args), _clone(case.kwargs)
         outcome, seen = Outcome(), []
         try:
-            with _recording_banned(banned, seen):
+            with _recording_banned(banned, seen), _measuring_memory(case.max_numel is not None, outcome):
                 result = _call(obj, case, args, kwargs)
             outcome.output = to_plain(result)
         except Exception as exc:  # the student's error becomes the case's verdict
@@ -432,10 +516,7 @@ def _reference_outputs(check: Check, cases: list[Case]) -> list[Any]:
     ref = resolve(check.reference)
     outs = []
     for case in cases:
-        if case.init is None:
-            outs.append(to_plain(ref(*_clone(case.args), **_clone(case.kwargs))))
-        else:
-            outs.append(to_plain(_call(ref, case, _clone(case.args), _clone(case.kwargs))))
+        outs.append(to_plain(_call(ref, case, _clone(case.args), _clone(case.kwargs))))
     return outs
 
 
@@ -447,6 +528,15 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome]) -> None:
         if outcome.banned_calls:
             raise CheckFailed(f"`{check.target}` must not call {', '.join(outcome.banned_calls)} "
                               "in this exercise: implement it yourself")
+        if case.max_numel is not None and outcome.error is None:
+            if outcome.largest_numel > case.max_numel:
+                raise CheckFailed(f"`{check.target}` created a tensor of {outcome.largest_numel:,} elements "
+                                  f"({outcome.largest_op}) on {_where(case.label, '')}; the limit is "
+                                  f"{case.max_numel:,}: work in blocks and never build the whole matrix")
+            if outcome.python_peak > 8 * case.max_numel + PYTHON_ALLOWANCE:
+                raise CheckFailed(f"`{check.target}` allocated {outcome.python_peak:,} bytes outside torch "
+                                  f"on {_where(case.label, '')}; the limit is "
+                                  f"{8 * case.max_numel + PYTHON_ALLOWANCE:,}: work in blocks")
         if case.raises is not None:
             if case.raises not in outcome.error_types:
                 got = outcome.error or "it returned normally"

@@ -1,4 +1,13 @@
-"""nbgrader preprocessor for autograding: a test cell fails by raising, not by writing to stderr.
+"""nbgrader preprocessors for autograding.
+
+``SkipDemoCells``: cells tagged ``demo`` (training runs, timing and memory measurements, figures) are
+not run while grading. They define nothing that an exercise or a test needs (a rule of the chapters,
+tested by grading the source notebook), so skipping them changes no score and keeps a graded notebook
+to its imports, the student's code and the tests. Only ungraded cells are skipped: the step runs after
+nbgrader has restored the locked cells from the gradebook, and a student who tags a test or solution
+cell ``demo`` changes nothing.
+
+``StderrIsNotAnError``: a test cell fails by raising, not by writing to stderr.
 
 nbgrader scores a test cell zero when it has *any* stderr output, so a correct answer that emits a
 ``UserWarning`` (or a library's deprecation notice) would lose its points. This step, placed just before
@@ -12,6 +21,19 @@ from __future__ import annotations
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .cells import nbgrader_meta
+
+
+DEMO_TAG = "demo"
+SKIPPED = "# (demo cell: not run while grading)"
+
+
+class SkipDemoCells(NbGraderPreprocessor):
+    def preprocess_cell(self, cell, resources, index):
+        if (cell.cell_type == "code" and DEMO_TAG in cell.get("metadata", {}).get("tags", [])
+                and not nbgrader_meta(cell)):
+            cell.source = SKIPPED
+            cell.outputs = []
+        return cell, resources
 
 
 class StderrIsNotAnError(NbGraderPreprocessor):

@@ -268,3 +268,90 @@ class TestParseChecks:
     def test_anything_else_is_refused(self, src):
         with pytest.raises(NotDeclarative):
             parse_checks(src)
+
+
+# --- gradient cases, method calls and memory bounds ---------------------------------------------------
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class SquareWrongBackward(Square):
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return x * grad
+
+
+class SquareDetached(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None
+
+
+def square_grad_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, 4, dtype=torch.float64, generator=g)
+    return [Case(args=(x,), method="apply", grad_output=torch.randn(3, 4, dtype=torch.float64, generator=g),
+                 label="square")]
+
+
+def test_gradient_cases_compare_outputs_and_input_gradients():
+    check = Check("close", "Square", f"{__name__}:square_grad_cases", reference=f"{__name__}:Square",
+                  atol=1e-10, rtol=1e-10)
+    run_local(check, Square)
+    with pytest.raises(CheckFailed, match=r"output\[1\]\[0\] is off"):
+        run_local(check, SquareWrongBackward)
+    with pytest.raises(CheckFailed, match="should be a tensor"):
+        run_local(check, SquareDetached)
+
+
+def test_gradient_case_of_an_output_without_autograd_history_fails_clearly():
+    check = Check("close", "f", f"{__name__}:square_grad_cases", reference=f"{__name__}:Square")
+
+    class NoGraph:
+        @staticmethod
+        def apply(x):
+            return (x * x).detach()
+
+    with pytest.raises(CheckFailed, match="no grad_fn"):
+        run_local(check, NoGraph)
+
+
+def blockwise_rowsum(a, b, block=8):
+    return torch.cat([(a[i:i + block] @ b.T).sum(-1) for i in range(0, a.shape[0], block)])
+
+
+def full_rowsum(a, b):
+    return (a @ b.T).sum(-1)
+
+
+def numpy_rowsum(a, b):
+    return torch.from_numpy((a.numpy() @ b.numpy().T).sum(-1))
+
+
+def rowsum_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(512, 16, generator=g), torch.randn(512, 16, generator=g)
+    return [Case(args=(a, b), max_numel=8 * 512, label="512 x 512")]
+
+
+@pytest.mark.parametrize("fn", [full_rowsum, numpy_rowsum])
+def test_memory_bound_catches_the_whole_matrix_in_torch_or_numpy(fn):
+    check = Check("close", "f", f"{__name__}:rowsum_cases", reference=f"{__name__}:blockwise_rowsum", atol=1e-4)
+    run_local(check, blockwise_rowsum)
+    with pytest.raises(CheckFailed, match="elements|outside torch"):
+        run_local(check, fn)
