@@ -1,25 +1,37 @@
-"""Autograde a folder of submissions (``<student>/<chapter>/<notebook>.ipynb``) with nbgrader.
+"""Autograde a folder of submissions (``<student>/<chapter>/<notebook>.ipynb``).
 
-Each submission goes through intake (one well-formed notebook of the right chapter, or a reason), is
-placed in nbgrader's ``submitted`` folder, and is graded by its own ``nbgrader autograde`` process
-under a wall-clock limit. Whatever happens to one submission is recorded (``runs``) and the run goes on.
+Each submission goes through intake (one well-formed notebook of the right chapter, or a reason) and is
+copied into nbgrader's ``submitted`` folder. Its cells then run in a sandbox forked from a warm
+interpreter (:mod:`grader.sandbox`), with the instructor's test cells in place of whatever the student
+handed in; the points are decided afterwards in this process, from plain data, by the hidden checks
+(:mod:`grader.verdict`). Grades go into nbgrader's gradebook, so ``grader report``, nbgrader's feedback
+and formgrader work as with ``nbgrader autograde``. Whatever happens to one submission is recorded
+(``runs``: graded, flagged -- the notebook crashed or ran out of time, and only the tests it reached
+count -- or failed at intake) and the run goes on. ``--jobs N`` runs N sandboxes at once; ``--shard
+i/N`` takes a stable 1/N of the submissions so that N machines can share one gradebook.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import queue
 import shutil
+import sys
+import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from . import runs
+from . import runs, verdict
 from .course import Chapter, Course, UsageError, Workspace
 from .intake import Rejected, accept, grade_ids
-from .nbgrader_run import nbgrader
 from .release import release
+from .sandbox import Limits, Zygote
 
 
 @dataclass(frozen=True)
@@ -55,74 +67,163 @@ def discover(course: Course, submitted: Path, only: list[Chapter] | None) -> tup
     return jobs, problems
 
 
-def _explain(error: str) -> str:
-    if "DeadKernelError" in error:
-        return "the kernel died while running the notebook (a crash, or sys.exit/os._exit in its code)"
-    return f"nbgrader could not grade it: {error}"
-
-
 def _forget(ws: Workspace, student: str, chapter: str) -> None:
     """Remove what an earlier grading of this submission left, so no stale notebook or feedback remains."""
     for step in ("autograded", "feedback"):
         shutil.rmtree(ws.path(step, student, chapter), ignore_errors=True)
 
 
-def _grade_one(course: Course, ws: Workspace, job: Job, source_ids: dict[str, set[str]],
-               timeout: float) -> runs.Run:
-    run = _attempt(course, ws, job, source_ids, timeout)
-    if run.status == "failed":
-        _forget(ws, run.student, run.chapter)
-    return run
+def in_shard(job_key: str, shard: tuple[int, int] | None) -> bool:
+    """Stable split of the class over N machines: shard ``(i, n)`` takes the keys hashing to ``i - 1``."""
+    if shard is None:
+        return True
+    index, count = shard
+    return zlib.crc32(job_key.encode()) % count == index - 1
 
 
-def _attempt(course: Course, ws: Workspace, job: Job, source_ids: dict[str, set[str]],
-             timeout: float) -> runs.Run:
-    start = time.perf_counter()
-    dest_dir = ws.path("submitted", job.student, job.chapter.id)
-    try:
-        accepted = accept(course, job.chapter, job.folder, source_ids)
-    except Rejected as exc:
-        return runs.Run(job.student, job.chapter.id, "failed", str(exc), time.perf_counter() - start)
-    if job.folder.resolve() != dest_dir.resolve():
-        if dest_dir.exists():
-            shutil.rmtree(dest_dir)
-        dest_dir.mkdir(parents=True)
-        stamp = job.folder / "timestamp.txt"
-        if stamp.is_file():
-            shutil.copy(stamp, dest_dir / "timestamp.txt")
-    nbformat.write(accepted.notebook, dest_dir / job.chapter.notebook.name)
-    result = nbgrader(course, ["autograde", job.chapter.id, f"--student={job.student}", "--force"],
-                      workspace=ws, timeout=timeout,
-                      log_file=ws.path("logs", "autograde") / f"{job.student}-{job.chapter.id}.log")
-    seconds = time.perf_counter() - start
-    notes = "; ".join(accepted.notes)
-    if result.returncode is None:
-        return runs.Run(job.student, job.chapter.id, "failed",
-                        f"grading took longer than {timeout:.0f} s and was stopped", seconds)
-    if not result.ok:
-        return runs.Run(job.student, job.chapter.id, "failed", _explain(result.last_error()), seconds)
-    return runs.Run(job.student, job.chapter.id, "graded", notes, seconds)
+class _Progress:
+    """A one-line progress display with counts and an ETA (plain lines when not on a terminal)."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.stream = total, 0, stream
+        self.counts = {"graded": 0, "flagged": 0, "failed": 0}
+        self.start = time.monotonic()
+        self.tty = stream.isatty()
+
+    def update(self, run: runs.Run) -> None:
+        self.done += 1
+        self.counts[run.status] = self.counts.get(run.status, 0) + 1
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        text = (f"[{self.done}/{self.total}] {100 * self.done // max(self.total, 1)}%  "
+                + "  ".join(f"{k} {v}" for k, v in self.counts.items())
+                + f"  elapsed {elapsed:.0f} s  ETA {eta:.0f} s")
+        if self.tty:
+            self.stream.write("\r" + text.ljust(78) + ("\n" if self.done == self.total else ""))
+        elif self.done == self.total or self.done % 10 == 0:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+class _Grading:
+    """State shared by the workers of one run."""
+
+    def __init__(self, course: Course, ws: Workspace, kits: dict, limits: Limits):
+        self.course, self.ws, self.kits, self.limits = course, ws, kits, limits
+        self.source_ids = {ch.id: grade_ids(nbformat.read(ch.notebook, as_version=4)) for ch in course.chapters()}
+        self.db_lock = threading.Lock()
+
+    def grade(self, zygote: Zygote, job: Job) -> runs.Run:
+        start = time.perf_counter()
+        run = self._attempt(zygote, job)
+        run.seconds = time.perf_counter() - start
+        if run.status == "failed":
+            _forget(self.ws, run.student, run.chapter)
+        return run
+
+    def _attempt(self, zygote: Zygote, job: Job) -> runs.Run:
+        ws, ch = self.ws, job.chapter
+        try:
+            accepted = accept(self.course, ch, job.folder, self.source_ids)
+        except Rejected as exc:
+            return runs.Run(job.student, ch.id, "failed", str(exc))
+        dest_dir = ws.path("submitted", job.student, ch.id)
+        if job.folder.resolve() != dest_dir.resolve():
+            shutil.rmtree(dest_dir, ignore_errors=True)
+            dest_dir.mkdir(parents=True)
+            stamp = job.folder / "timestamp.txt"
+            if stamp.is_file():
+                shutil.copy(stamp, dest_dir / "timestamp.txt")
+        nbformat.write(accepted.notebook, dest_dir / ch.notebook.name)
+        kit = self.kits[ch.id]
+        the_plan = verdict.plan(kit, accepted.notebook)
+        folder = ws.path("sandbox", "jobs", f"{job.student}--{ch.id}")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / "plan.json").write_text(json.dumps({"cells": the_plan.cells}))
+        finished = zygote.run(folder, self.limits)
+        if finished.status == "finished" and not (folder / "results" / "done.json").is_file():
+            finished.status = "died"
+            finished.detail = "the notebook ended its own process before the end (os._exit?)"
+        stopped = "" if finished.status == "finished" else finished.detail
+        verdicts = verdict.decide(kit, the_plan, folder / "results", stopped)
+        notebook = verdict.autograded_notebook(kit, accepted.notebook, the_plan, folder / "results", verdicts)
+        with self.db_lock:
+            _forget(ws, job.student, ch.id)
+            verdict.record(ws, kit, job.student, verdicts, notebook)
+        shutil.rmtree(folder, ignore_errors=True)
+        notes = list(accepted.notes)
+        if the_plan.restored:
+            notes.append(f"test cells restored from the original: {', '.join(the_plan.restored)}")
+        if finished.status != "finished":
+            return runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
+        return runs.Run(job.student, ch.id, "graded", "; ".join(notes))
 
 
 def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None = None,
               workspace: Workspace | None = None, jobs: int = 1, timeout: float = 600,
-              log=print) -> list[runs.Run]:
+              shard: tuple[int, int] | None = None, dry_run: bool = False, limits: Limits | None = None,
+              log=print, progress: bool = True) -> list[runs.Run]:
+    """Grade every submission under ``submitted``; return one run record per (student, chapter)."""
     ws = workspace or course.workspace()
-    ws.folder.mkdir(parents=True, exist_ok=True)
     found, results = discover(course, submitted, chapters)
+    found = [job for job in found if in_shard(f"{job.student}/{job.chapter.id}", shard)]
+    results = [run for run in results if in_shard(f"{run.student}/{run.chapter}", shard)]
+    if dry_run:
+        source_ids = {ch.id: grade_ids(nbformat.read(ch.notebook, as_version=4)) for ch in course.chapters()}
+        for run in results:
+            log(f"  {run.student:<16} {run.chapter:<16} would fail: {run.reason}")
+        for job in found:
+            try:
+                accepted = accept(course, job.chapter, job.folder, source_ids)
+                log(f"  {job.student:<16} {job.chapter.id:<16} would be graded {'; '.join(accepted.notes)}")
+            except Rejected as exc:
+                log(f"  {job.student:<16} {job.chapter.id:<16} would fail: {exc}")
+        return []
+    ws.folder.mkdir(parents=True, exist_ok=True)
+    limits = limits or Limits(wall=timeout)
     needed = sorted({job.chapter for job in found}, key=lambda ch: ch.number)
     if needed:
         release(course, needed, workspace=ws, log=lambda *_: None)  # the gradebook must know the cells
-    source_ids = {ch.id: grade_ids(nbformat.read(ch.notebook, as_version=4)) for ch in course.chapters()}
+    kits = {ch.id: verdict.prepare_chapter(ch, ws.path("sandbox", "cases", ch.id)) for ch in needed}
     for run in results:
         runs.record(ws.db_url, run)
         log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(_grade_one, course, ws, job, source_ids, timeout) for job in found]
-        for future in futures:
-            run = future.result()
-            runs.record(ws.db_url, run)
-            results.append(run)
-            detail = f"failed: {run.reason}" if run.status == "failed" else (run.reason or "graded")
-            log(f"  {run.student:<16} {run.chapter:<16} {detail} ({run.seconds:.1f} s)")
+    if not found:
+        return results
+    hide = sorted({course.root.resolve(), ws.folder.resolve(), submitted.resolve()})
+    slots = max(1, min(jobs, len(found)))
+    limits.threads = max(1, (os.cpu_count() or 1) // slots)
+    with ThreadPoolExecutor(max_workers=slots) as starter:
+        zygotes = list(starter.map(lambda i: Zygote(i, hide), range(slots)))
+    log(f"  sandbox: {zygotes[0].isolation}")
+    free: queue.Queue = queue.Queue()
+    for z in zygotes:
+        free.put(z)
+    grading = _Grading(course, ws, kits, limits)
+    bar = _Progress(len(found)) if progress else None
+
+    def work(job: Job) -> runs.Run:
+        zygote = free.get()
+        try:
+            return grading.grade(zygote, job)
+        except Exception as exc:  # noqa: BLE001 -- one submission's trouble never stops the run
+            return runs.Run(job.student, job.chapter.id, "failed", f"grading failed: {type(exc).__name__}: {exc}")
+        finally:
+            free.put(zygote)
+
+    try:
+        with ThreadPoolExecutor(max_workers=slots) as pool:
+            for run in pool.map(work, found):
+                runs.record(ws.db_url, run)
+                results.append(run)
+                if bar:
+                    bar.update(run)
+                detail = run.reason or run.status
+                if run.status != "graded":
+                    detail = f"{run.status}: {run.reason}"
+                log(f"  {run.student:<16} {run.chapter:<16} {detail} ({run.seconds:.1f} s)")
+    finally:
+        for z in zygotes:
+            z.close()
     return results

@@ -1,4 +1,5 @@
-"""Measure the chapters against their budgets: ``python -m grader.bench [CHAPTER ...]`` (``make bench``).
+"""Measure the chapters against their budgets: ``python -m grader.bench [CHAPTER ...]`` (``make bench``),
+and grading against plain nbgrader: ``python -m grader.bench --grading [--n 40]`` (``make bench-grading``).
 
 For each chapter it executes the source notebook in a fresh kernel (no cache) and prints the whole
 notebook's wall time (budget: 60 s on 2 CPU cores), the time of its graded test cells with visible and
@@ -9,15 +10,24 @@ asserts nothing.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbgrader.api import Gradebook
 
+from . import redteam, samples
+from .autograde import autograde
 from .cells import nbgrader_meta
-from .course import Course, GraderError
+from .course import Course, GraderError, Workspace
 from .execute import QUIET_KERNEL
+from .nbgrader_run import nbgrader
+from .release import release
+from .report import collect
 
 
 def _seconds(cell) -> float:
@@ -45,7 +55,109 @@ def bench(course: Course, names: list[str]) -> list[dict]:
     return rows
 
 
+def _class(course: Course, inbox: Path, n: int, chapter: str = "qkv") -> None:
+    """``n`` submissions of one chapter: correct, stub and every variant, in turn."""
+    ch = course.chapter(chapter)
+    released = samples.released(course, ch)
+    variants = samples.student_code(course, ch)
+    correct = {ex: v["correct"] for ex, v in variants.items()}
+    pool = [released, samples.fill(released, correct)]
+    pool += [samples.fill(released, {**correct, ex: code}) for ex, vs in variants.items()
+             for name, code in sorted(vs.items()) if name != "correct"]
+    for i in range(n):
+        samples.hand_in(inbox, f"s{i:03d}", ch, pool[i % len(pool)])
+
+
+def _plain(course: Course, inbox: Path, ws: Workspace, chapter: str = "qkv") -> tuple[float, dict]:
+    """Plain ``nbgrader autograde`` (serial, one kernel per notebook) on the same submissions."""
+    ch = course.chapter(chapter)
+    release(course, [ch], workspace=ws, log=lambda *_: None)
+    for student in sorted(p for p in inbox.iterdir() if p.is_dir()):
+        src = student / ch.id
+        dest = ws.path("submitted", student.name, ch.id)
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in src.iterdir():
+            shutil.copy(f, dest / f.name)
+    start = time.perf_counter()
+    nbgrader(course, ["autograde", ch.id, "--force"], workspace=ws, timeout=7200,
+             log_file=ws.path("logs") / "plain-autograde.log")
+    seconds = time.perf_counter() - start
+    scores = {}
+    with Gradebook(ws.db_url) as gb:
+        for sub in gb.find_assignment(ch.id).submissions:
+            scores[sub.student.id] = float(sub.score)
+    return seconds, scores
+
+
+def _ours(course: Course, inbox: Path, ws: Workspace, jobs: int, timeout: float = 120) -> tuple[float, dict, dict]:
+    start = time.perf_counter()
+    results = autograde(course, inbox, workspace=ws, jobs=jobs, timeout=timeout, log=lambda *_: None,
+                        progress=False)
+    seconds = time.perf_counter() - start
+    rows = {r.student: r for r in collect(ws)}
+    return seconds, {k: r.score for k, r in rows.items()}, {r.student: r for r in results}
+
+
+def grading(n: int) -> int:
+    course = Course.here()
+    root = Path(tempfile.mkdtemp(prefix="grader-bench-"))
+    inbox = root / "inbox"
+    _class(course, inbox, n)
+    print(f"{n} submissions of ch02_qkv in {inbox}")
+    plain_s, plain = _plain(course, inbox, course.workspace(root / "plain"))
+    one_s, one, _ = _ours(course, inbox, course.workspace(root / "jobs1"), 1)
+    two_s, two, _ = _ours(course, inbox, course.workspace(root / "jobs2"), 2)
+    print(f"{'grader':<28} {'seconds':>8} {'s/notebook':>11} {'throughput vs plain':>20}")
+    for name, secs in (("plain nbgrader autograde", plain_s), ("grader autograde --jobs 1", one_s),
+                       ("grader autograde --jobs 2", two_s)):
+        print(f"{name:<28} {secs:>8.1f} {secs / n:>11.2f} {plain_s / secs:>19.2f}x")
+    same = one == two
+    agree = {k for k in plain if plain.get(k) == two.get(k)}
+    print(f"--jobs 1 and --jobs 2 scores identical: {same}; plain nbgrader agrees on {len(agree)}/{n}")
+    for k in sorted(set(plain) | set(two)):
+        if plain.get(k) != two.get(k) or one.get(k) != two.get(k):
+            print(f"  {k}: plain {plain.get(k)}, --jobs 1 {one.get(k)}, --jobs 2 {two.get(k)}")
+    print("(both run from this repository, so plain nbgrader uses nbgrader_config.py: demo cells skipped, "
+          "stderr not an error)")
+    return 0
+
+
+def red_team() -> int:
+    course = Course.here()
+    root = Path(tempfile.mkdtemp(prefix="grader-redteam-"))
+    inbox = root / "inbox"
+    ws_plain, ws_ours = course.workspace(root / "plain"), course.workspace(root / "ours")
+    others = [ch for ch in course.chapters() if ch.slug != "qkv"]
+    expect = redteam.build(course, inbox, workdir=ws_ours.folder, other=others[0] if others else None)
+    _, plain = _plain(course, inbox, ws_plain)
+    _, ours, runs_ = _ours(course, inbox, ws_ours, 2, timeout=60)
+    wrong_plain = wrong_ours = unscored_plain = 0
+    print(f"{'case':<28} {'expected':>10} {'plain':>7} {'ours':>12}  about")
+    for name, want in sorted(expect.items()):
+        exp = "failed" if want.score is None else f"{want.score:g}" + ("*" if want.status == "flagged" else "")
+        p = plain.get(name)
+        run = runs_.get(name)
+        o = ours.get(name)
+        flag = "*" if run and run.status == "flagged" else ""
+        ours_txt = "failed" if run and run.status == "failed" else f"{o:g}{flag}"
+        plain_txt = "-" if p is None else f"{p:g}"
+        if want.score is not None:
+            unscored_plain += p is None
+            wrong_plain += p is not None and p != want.score
+            wrong_ours += o != want.score
+        print(f"{name:<28} {exp:>10} {plain_txt:>7} {ours_txt:>12}  {want.about}")
+    scored = sum(w.score is not None for w in expect.values())
+    print(f"{len(expect)} cases ({scored} with a score to earn): plain nbgrader wrong in {wrong_plain}, "
+          f"no score in {unscored_plain}; ours wrong in {wrong_ours}.  * = flagged with a reason")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--grading":
+        n = int(argv[argv.index("--n") + 1]) if "--n" in argv else 40
+        return grading(n)
+    if argv and argv[0] == "--redteam":
+        return red_team()
     try:
         rows = bench(Course.here(), argv)
     except GraderError as exc:

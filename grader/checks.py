@@ -365,6 +365,24 @@ def _measuring_memory(enabled: bool, outcome: Outcome):
         outcome.largest_numel, outcome.largest_op = recorder.numel, recorder.op
 
 
+def _inputs_plain(args: tuple, kwargs: dict) -> Any:
+    """The inputs as plain data, to see whether a call modified them. Random generators are left out:
+    drawing from one is its purpose; dtypes and devices are named."""
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, torch.Generator):
+            return None
+        if isinstance(x, (torch.dtype, torch.device)):
+            return str(x)
+        if isinstance(x, (tuple, list)):
+            return [strip(v) for v in x]
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items()}
+        return x
+
+    return to_plain([strip(list(args)), strip(kwargs)])
+
+
 def _float_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     found = []
     for x in [*args, *kwargs.values()]:
@@ -424,7 +442,7 @@ def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Ou
             outcome.error_types = tuple(cls.__name__ for cls in type(exc).__mro__)
         outcome.banned_calls = tuple(seen)
         try:
-            outcome.inputs_after = to_plain([list(args), kwargs])
+            outcome.inputs_after = _inputs_plain(args, kwargs)
         except TypeError:
             outcome.inputs_after = None
         outcomes.append(outcome)
@@ -520,8 +538,19 @@ def _reference_outputs(check: Check, cases: list[Case]) -> list[Any]:
     return outs
 
 
-def judge(check: Check, cases: list[Case], outcomes: list[Outcome]) -> None:
-    """Decide a check from plain outcomes; raise :class:`CheckFailed` with the first problem found."""
+def reference_outputs(check: Check, cases: list[Case]) -> list[Any] | None:
+    """The reference's plain outputs for the returning cases (None for property checks); computed once
+    per chapter by the grader and passed to :func:`judge` for every submission."""
+    if check.kind not in ("close", "module"):
+        return None
+    with torch.random.fork_rng(devices=[]):
+        return _reference_outputs(check, [c for c in cases if c.raises is None])
+
+
+def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: list[Any] | None = None) -> None:
+    """Decide a check from plain outcomes; raise :class:`CheckFailed` with the first problem found.
+
+    ``expected`` are the reference outputs from :func:`reference_outputs` (computed here when None)."""
     if len(outcomes) != len(cases):
         raise CheckFailed(f"{check.describe()}: expected {len(cases)} results, got {len(outcomes)}")
     for case, outcome in zip(cases, outcomes):
@@ -545,13 +574,14 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome]) -> None:
             continue
         if outcome.error is not None:
             raise CheckFailed(f"`{check.target}` raised on {_where(case.label, '')}: {outcome.error}")
-        before = to_plain([list(case.args), case.kwargs])
+        before = _inputs_plain(case.args, case.kwargs)
         if compare(before, outcome.inputs_after, 0.0, 0.0, "input") is not None:
             raise CheckFailed(f"`{check.target}` modified its inputs on {_where(case.label, '')}: "
                               "functions must return new tensors and leave their arguments unchanged")
     returned = [(c, o) for c, o in zip(cases, outcomes) if c.raises is None]
     if check.kind in ("close", "module"):
-        expected = _reference_outputs(check, [c for c, _ in returned])
+        if expected is None:
+            expected = _reference_outputs(check, [c for c, _ in returned])
         for (case, outcome), exp in zip(returned, expected):
             reason = compare(exp, outcome.output, check.atol, check.rtol)
             if reason:

@@ -2,7 +2,8 @@
 
     grader book [CHAPTER ...] [--instructor] [--fresh]
     grader release [CHAPTER ...]
-    grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--timeout S] [--db URL] [--workdir DIR]
+    grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N] [--timeout S] [--memory GB]
+                     [--dry-run] [--db URL] [--workdir DIR]
     grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
 
 Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
@@ -48,15 +49,45 @@ def _release(course: Course, args: argparse.Namespace) -> int:
 
 def _autograde(course: Course, args: argparse.Namespace) -> int:
     from .autograde import autograde
+    from .sandbox import Limits
 
     chapters = course.select(args.chapter) if args.chapter else None
-    print(f"Autograding {args.submitted} with {args.jobs} job(s)")
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.timeout <= 0 or args.memory <= 0:
+        raise UsageError("--timeout and --memory must be positive")
+    shard = _shard(args.shard) if args.shard else None
+    what = "Checking" if args.dry_run else "Autograding"
+    print(f"{what} {args.submitted} with {args.jobs} job(s)" + (f", shard {args.shard}" if shard else ""))
+    limits = Limits(wall=args.timeout, cpu=int(args.timeout * 2) + 10, memory=int(args.memory * 2**30))
     results = autograde(course, Path(args.submitted), chapters=chapters,
-                        workspace=course.workspace(args.workdir, args.db), jobs=args.jobs, timeout=args.timeout)
-    failed = sum(r.status == "failed" for r in results)
-    print(f"{len(results)} submission(s): {len(results) - failed} graded, {failed} could not be graded "
-          "(recorded with score 0 and a reason). Run `grader report` for the table.")
+                        workspace=course.workspace(args.workdir, args.db), jobs=args.jobs, timeout=args.timeout,
+                        shard=shard, dry_run=args.dry_run, limits=limits)
+    if args.dry_run:
+        return 0
+    counts = {s: [r for r in results if r.status == s] for s in ("graded", "flagged", "failed")}
+    print(f"{len(results)} submission(s): {len(counts['graded'])} graded, {len(counts['flagged'])} flagged "
+          f"(the notebook crashed or ran out of time: only the tests it reached count), "
+          f"{len(counts['failed'])} failed (score 0).")
+    for status in ("flagged", "failed"):
+        reasons: dict[str, int] = {}
+        for r in counts[status]:
+            key = r.reason.split(";")[0]
+            reasons[key] = reasons.get(key, 0) + 1
+        for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            print(f"  {status}: {n} x {reason}")
+    print("Run `grader report` for the table and the feedback.")
     return 0
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard takes I/N, like 1/3 (got {text!r})") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: I must be between 1 and N")
+    return index, count
 
 
 def _report(course: Course, args: argparse.Namespace) -> int:
@@ -104,7 +135,12 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
     a.add_argument("--workdir", help=WORKDIR_HELP)
     a.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
-    a.add_argument("--timeout", type=float, default=600, help="wall-clock limit per submission, seconds")
+    a.add_argument("--timeout", type=float, default=600,
+                   help="wall-clock limit for one whole notebook, seconds (default 600)")
+    a.add_argument("--memory", type=float, default=4,
+                   help="memory a notebook may use beyond the interpreter's own, GiB (default 4)")
+    a.add_argument("--shard", metavar="I/N", help="grade only shard I of N (N machines, one shared --db)")
+    a.add_argument("--dry-run", action="store_true", help="check and list the submissions, grade nothing")
     a.set_defaults(func=_autograde)
 
     t = sub.add_parser("report", help="grade table, CSV and feedback HTML")

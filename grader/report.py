@@ -44,7 +44,8 @@ def collect(ws: Workspace) -> list[Row]:
                 score = float(gb.find_submission(chapter, student).score)
             except MissingEntry:
                 score = 0.0
-            rows.append(Row(student, chapter, score, max_score, "graded", run.reason if run else ""))
+            rows.append(Row(student, chapter, score, max_score, run.status if run else "graded",
+                            run.reason if run else ""))
     return rows
 
 

@@ -22,7 +22,6 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .cells import nbgrader_meta
 
-
 DEMO_TAG = "demo"
 SKIPPED = "# (demo cell: not run while grading)"
 

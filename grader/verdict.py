@@ -1,0 +1,279 @@
+"""The grader's side of hardened autograding: what to run, and deciding the points where no student
+code ever ran.
+
+* :func:`prepare_chapter` reads the *instructor's* source notebook once per chapter and run: the test
+  cells, their points, their visible asserts and their hidden checks (read statically, never executed);
+  it generates every check's cases and computes the reference outputs here, in the trusted process.
+* :func:`plan` turns a student's notebook into the list of cells the sandbox runs: the student's code
+  cells in their order, every graded test cell replaced by the instructor's visible part (a test cell the
+  student edited, re-typed or deleted is restored, points included), demo cells skipped.
+* :func:`decide` reads what the sandbox wrote (validated plain data), and awards a test cell's points when
+  its visible asserts ran without error and every hidden check is satisfied, judged here against the
+  reference outputs.
+* :func:`record` writes the grades into nbgrader's gradebook in one transaction and the autograded
+  notebook (visible tests and messages, never hidden tests) that nbgrader's feedback is made from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import torch
+
+from . import checks, wire
+from .cells import exercises, nbgrader_meta, split_hidden
+from .course import Chapter, Workspace
+from .scoring import DEMO_TAG
+
+HIDDEN_NOTE = "# (hidden tests ran here)"
+
+
+@dataclass
+class PreparedCheck:
+    check: checks.Check
+    cases: list[checks.Case]
+    folder: Path
+    expected: list[Any] | None
+
+
+@dataclass
+class TestCell:
+    grade_id: str
+    exercise: str
+    points: float
+    visible: str
+    metadata: dict
+    checks: list[PreparedCheck] = field(default_factory=list)
+
+
+@dataclass
+class Kit:
+    """Everything the grader needs about one chapter, built from its source notebook."""
+
+    chapter: Chapter
+    tests: dict[str, TestCell]  # by grade_id, in notebook order
+    solution_ids: set[str]
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.points for t in self.tests.values())
+
+
+def prepare_chapter(chapter: Chapter, folder: Path) -> Kit:
+    """Read the source notebook's tests, generate the cases and the reference outputs."""
+    nb = nbformat.read(chapter.notebook, as_version=4)
+    tests: dict[str, TestCell] = {}
+    solution_ids = set()
+    shutil.rmtree(folder, ignore_errors=True)
+    for ex in exercises(nb):
+        solution_ids.add(ex.name)
+        for cell in ex.tests:
+            meta = nbgrader_meta(cell)
+            visible, hidden = split_hidden(cell.source)
+            test = TestCell(meta["grade_id"], ex.name, float(meta.get("points", 0)), visible,
+                            dict(cell.metadata))
+            for k, check in enumerate(checks.parse_checks(hidden)):
+                with torch.random.fork_rng(devices=[]):
+                    cases = checks.prepare(check)
+                    expected = checks.reference_outputs(check, cases)
+                where = folder / test.grade_id / str(k)
+                wire.write(where, cases)
+                test.checks.append(PreparedCheck(check, cases, where, expected))
+            tests[test.grade_id] = test
+    return Kit(chapter, tests, solution_ids)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the plan
+
+
+@dataclass
+class Plan:
+    cells: list[dict]  # what the sandbox runs (see grader.harness)
+    origin: list[int | None]  # for each planned cell, the index of the student's cell (None: restored)
+    restored: list[str]  # test cells the submission lacked, put back
+
+
+def plan(kit: Kit, nb: nbformat.NotebookNode) -> Plan:
+    cells: list[dict] = []
+    origin: list[int | None] = []
+    placed: set[str] = set()
+
+    def add_test(grade_id: str, index: int | None) -> None:
+        test = kit.tests[grade_id]
+        cells.append({"kind": "test", "grade_id": grade_id, "source": test.visible,
+                      "checks": [{"target": p.check.target, "banned": list(p.check.banned),
+                                  "cases": str(p.folder)} for p in test.checks]})
+        origin.append(index)
+        placed.add(grade_id)
+
+    missing_after: dict[str, list[str]] = {}
+    present = {nbgrader_meta(c).get("grade_id") for c in nb.cells if isinstance(nbgrader_meta(c), dict)}
+    for grade_id, test in kit.tests.items():
+        if grade_id not in present:
+            missing_after.setdefault(test.exercise, []).append(grade_id)
+
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        meta = nbgrader_meta(cell)
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+        if grade_id in kit.tests:
+            if grade_id not in placed:
+                add_test(grade_id, index)
+            continue  # a duplicate of a test cell runs nothing
+        tags = cell.get("metadata", {}).get("tags", [])
+        if isinstance(tags, list) and DEMO_TAG in tags and not meta:
+            continue
+        source = cell.get("source", "")
+        cells.append({"kind": "code", "source": source if isinstance(source, str) else "".join(source)})
+        origin.append(index)
+        for restored in missing_after.pop(grade_id, []) if grade_id in kit.solution_ids else []:
+            add_test(restored, None)
+    restored = [g for g in kit.tests if g not in placed]
+    for grade_id in restored:
+        add_test(grade_id, None)
+    restored = sorted(set(restored) | {g for g in placed if g not in present})
+    return Plan(cells, origin, restored)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the verdict
+
+
+@dataclass
+class CellVerdict:
+    grade_id: str
+    points: float
+    score: float
+    message: str  # empty when passed
+    output: str = ""
+
+
+def _read_json(path: Path, limit: int = 4 << 20) -> dict | None:
+    try:
+        if path.is_symlink() or path.stat().st_size > limit:
+            return None
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def decide(kit: Kit, the_plan: Plan, results: Path, stopped: str) -> list[CellVerdict]:
+    """Award each test cell of the chapter from the sandbox's results."""
+    where = {cell["grade_id"]: i for i, cell in enumerate(the_plan.cells) if cell["kind"] == "test"}
+    verdicts = []
+    for grade_id, test in kit.tests.items():
+        index = where[grade_id]
+        record = _read_json(results / f"cell-{index}.json")
+        if record is None:
+            why = stopped or "the notebook stopped before it"
+            verdicts.append(CellVerdict(grade_id, test.points, 0.0, f"this test did not run: {why}"))
+            continue
+        output = str(record.get("output", ""))[:20_000]
+        if record.get("ok") is not True:
+            error = str(record.get("error", "")) or "the test cell failed"
+            verdicts.append(CellVerdict(grade_id, test.points, 0.0, error[:2000], output))
+            continue
+        try:
+            outcomes = wire.read(results / f"cell-{index}")
+            if not isinstance(outcomes, list) or len(outcomes) != len(test.checks):
+                raise wire.WireError("wrong number of check results")
+            for prepared, got in zip(test.checks, outcomes):
+                if not isinstance(got, list):
+                    raise wire.WireError("bad check results")
+                got = [wire.outcome_from_wire(o) for o in got]
+                checks.judge(prepared.check, prepared.cases, got, prepared.expected)
+        except checks.CheckFailed as exc:
+            verdicts.append(CellVerdict(grade_id, test.points, 0.0, f"CheckFailed: {exc}", output))
+            continue
+        except (wire.WireError, TypeError, ValueError) as exc:
+            verdicts.append(CellVerdict(grade_id, test.points, 0.0,
+                                        f"the results of this test could not be read: {exc}", output))
+            continue
+        verdicts.append(CellVerdict(grade_id, test.points, test.points, "", output))
+    return verdicts
+
+
+# ---------------------------------------------------------------------------------------------------
+# recording
+
+
+def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, results: Path,
+                        verdicts: list[CellVerdict]) -> nbformat.NotebookNode:
+    """The student's notebook with the instructor's test cells and what grading printed (for feedback)."""
+    out = nbformat.v4.new_notebook(metadata=nb.get("metadata", {}))
+    by_id = {v.grade_id: v for v in verdicts}
+    planned_at = {origin: i for i, origin in enumerate(the_plan.origin) if origin is not None}
+    for index, cell in enumerate(nb.cells):
+        meta = nbgrader_meta(cell) if cell.get("cell_type") == "code" else {}
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+        if grade_id in kit.tests:
+            if index not in planned_at:
+                continue  # a duplicate
+            out.cells.append(_test_cell(kit.tests[grade_id], by_id[grade_id]))
+            continue
+        new = nbformat.from_dict(dict(cell))
+        new.pop("id", None)
+        if new.cell_type == "code":
+            new.outputs, new.execution_count = [], None
+            record = _read_json(results / f"cell-{planned_at[index]}.json") if index in planned_at else None
+            if record:
+                if record.get("output"):
+                    new.outputs.append(nbformat.v4.new_output("stream", name="stdout",
+                                                              text=str(record["output"])[:20_000]))
+                if record.get("error"):
+                    new.outputs.append(_error(str(record["error"])))
+        out.cells.append(new)
+    present = {nbgrader_meta(c).get("grade_id") for c in out.cells}
+    for grade_id, test in kit.tests.items():
+        if grade_id not in present:
+            out.cells.append(_test_cell(test, by_id[grade_id]))
+    for cell in out.cells:
+        cell.setdefault("id", os.urandom(4).hex())
+    return out
+
+
+def _error(line: str) -> nbformat.NotebookNode:
+    name, _, value = line.partition(": ")
+    return nbformat.v4.new_output("error", ename=name or "Error", evalue=value, traceback=[line])
+
+
+def _test_cell(test: TestCell, verdict: CellVerdict) -> nbformat.NotebookNode:
+    source = test.visible + (("\n" + HIDDEN_NOTE) if test.checks else "")
+    cell = nbformat.v4.new_code_cell(source, metadata=json.loads(json.dumps(test.metadata)))
+    if verdict.output:
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=verdict.output))
+    if verdict.message:
+        cell.outputs.append(_error(verdict.message))
+    return cell
+
+
+def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
+           notebook: nbformat.NotebookNode) -> None:
+    """Write the grades (one transaction) and the autograded notebook."""
+    from nbgrader.api import Gradebook
+
+    ch = kit.chapter
+    dest = ws.path("autograded", student, ch.id)
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = dest / f".{ch.notebook.name}.tmp"
+    nbformat.write(notebook, tmp)
+    os.replace(tmp, dest / ch.notebook.name)
+    with warnings.catch_warnings(), Gradebook(ws.db_url) as gb:
+        warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy session warnings, harmless here
+        gb.update_or_create_student(student)
+        gb.update_or_create_submission(ch.id, student)
+        for v in verdicts:
+            grade = gb.find_grade(v.grade_id, ch.slug, ch.id, student)
+            grade.auto_score = v.score
+            grade.needs_manual_grade = grade.manual_score is not None
+        gb.db.commit()
