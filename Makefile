@@ -16,7 +16,7 @@ JOBS ?= 2
 # pip on these machines warns about every package its extra local index lacks; keep the log readable
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: setup book instructor-book release test grade-demo bench lint clean
+.PHONY: setup system-deps book instructor-book release test grade-demo bench bench-grading lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,18 @@ instructor-book: setup
 release: setup
 	$(VENV)/bin/grader release
 
-test: setup
+# Debian packages the tests need: a PostgreSQL server (the shared-gradebook tests start one).
+SYSTEM_PACKAGES := postgresql
+system-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages: $(SYSTEM_PACKAGES)"; \
+	    (apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null)); \
+	  else echo "PostgreSQL is not installed and cannot be installed here: its tests will be skipped"; fi; \
+	fi
+
+test: setup system-deps
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 grade-demo: setup
@@ -49,6 +60,10 @@ grade-demo: setup
 
 bench: setup
 	$(PY) -m grader.bench
+
+bench-grading: setup
+	$(PY) -m grader.bench --grading --n 40
+	$(PY) -m grader.bench --redteam
 
 lint: setup
 	$(VENV)/bin/ruff check .

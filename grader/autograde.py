@@ -30,7 +30,7 @@ import nbformat
 from . import runs, verdict
 from .course import Chapter, Course, UsageError, Workspace
 from .intake import Rejected, accept, grade_ids
-from .release import release
+from .release import ReleaseFailed, release
 from .sandbox import Limits, Zygote
 
 
@@ -71,6 +71,19 @@ def _forget(ws: Workspace, student: str, chapter: str) -> None:
     """Remove what an earlier grading of this submission left, so no stale notebook or feedback remains."""
     for step in ("autograded", "feedback"):
         shutil.rmtree(ws.path(step, student, chapter), ignore_errors=True)
+
+
+def _release(course: Course, chapters: list[Chapter], ws: Workspace, attempts: int = 4) -> None:
+    """Record the chapters' cells in the gradebook. Several machines sharing one gradebook may do this
+    at the same moment; nbgrader then fails on a duplicate row, and trying again finds it in place."""
+    for attempt in range(attempts):
+        try:
+            release(course, chapters, workspace=ws, log=lambda *_: None)
+            return
+        except ReleaseFailed:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0 + attempt)
 
 
 def in_shard(job_key: str, shard: tuple[int, int] | None) -> bool:
@@ -184,7 +197,7 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     limits = limits or Limits(wall=timeout)
     needed = sorted({job.chapter for job in found}, key=lambda ch: ch.number)
     if needed:
-        release(course, needed, workspace=ws, log=lambda *_: None)  # the gradebook must know the cells
+        _release(course, needed, ws)
     kits = {ch.id: verdict.prepare_chapter(ch, ws.path("sandbox", "cases", ch.id)) for ch in needed}
     for run in results:
         runs.record(ws.db_url, run)

@@ -44,13 +44,13 @@ CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 
-BASE_UID = 61000
+BASE_UID, LAST_UID = 61000, 64999  # sandbox users: one uid per live zygote on this machine
 
 #: Imported once by the zygote, so that no notebook pays for them (and a notebook's imports cannot be
 #: shadowed by files: the sandbox's working folder holds nothing but what the notebook writes).
-WARM = ["seaborn", "pandas", "scipy", "sympy", "torch.nn.functional", "torch.utils.benchmark",
+WARM = ["seaborn", "pandas", "scipy", "sympy", "torch._dynamo", "torch.nn.functional", "torch.utils.benchmark",
         "tracemalloc", "bdb", "pdb", "stack_data", "IPython.core.ultratb", "matplotlib.pyplot", "psutil",
-        "resource"]  # worker i runs student code as uid/gid BASE_UID + i
+        "resource"]
 
 
 @dataclass
@@ -80,15 +80,16 @@ class Zygote:
 
     def __init__(self, slot: int, hide: list[Path]):
         env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"}
+        self.uid, self._lock = _claim_uid() if os.geteuid() == 0 else (os.geteuid(), None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.sandbox", str(slot), *map(str, hide)],
+            [sys.executable, "-m", "grader.sandbox", str(self.uid), *map(str, hide)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
             start_new_session=True)
         hello = self.proc.stdout.readline()
         if not hello:
             raise RuntimeError("the grading sandbox did not start")
         info = json.loads(hello)
-        self.uid, self.isolation = info["uid"], info["isolation"]
+        self.isolation = info["isolation"]
 
     def run(self, job: Path, limits: Limits) -> Finished:
         self.proc.stdin.write(json.dumps({"job": str(job), "limits": asdict(limits)}) + "\n")
@@ -106,6 +107,25 @@ class Zygote:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+def _claim_uid() -> tuple[int, int]:
+    """A sandbox uid no other live zygote on this machine uses (other grading runs included): the
+    uid's lock file stays locked for as long as this zygote lives."""
+    import fcntl
+
+    folder = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/tmp")
+    for uid in range(BASE_UID, LAST_UID + 1):
+        fd = os.open(folder / f"grader-sandbox-{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return uid, fd
+        except OSError:
+            os.close(fd)
+    raise RuntimeError("no free sandbox uid")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -365,7 +385,8 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             status, code = "timeout", -1
             break
         time.sleep(0.02)
-    _sweep(uid)
+    if not full:
+        _sweep(uid)  # with a PID namespace, killing its first process killed the rest
     seconds = time.monotonic() - start
     if status == "timeout":
         detail = f"the notebook ran longer than {limits.wall:.0f} s and was stopped"
@@ -377,7 +398,7 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
     return {"status": status, "detail": detail, "seconds": seconds, "isolation": isolation}
 
 
-def serve(slot: int, hide: list[Path]) -> None:
+def serve(uid: int, hide: list[Path]) -> None:
     os.environ["MPLBACKEND"] = "Agg"
     import IPython.core.interactiveshell  # noqa: F401 -- warm: imported once, used by every fork
     import matplotlib
@@ -399,7 +420,6 @@ def serve(slot: int, hide: list[Path]) -> None:
 
     isolation = probe()
     full = isolation.startswith("full")
-    uid = BASE_UID + slot if os.geteuid() == 0 else os.geteuid()
     cache: dict = {}
     out = sys.stdout
     out.write(json.dumps({"uid": uid, "isolation": isolation}) + "\n")
