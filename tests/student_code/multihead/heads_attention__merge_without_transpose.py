@@ -1,0 +1,19 @@
+import math
+
+import torch
+
+
+def heads_attention(q, k, v, n_heads, mask=None):
+    """Splits correctly, but merges (..., h, T, d_head) with a plain reshape."""
+    *lead, T_q, d_model = q.shape
+    d_head = d_model // n_heads
+
+    def split(t):
+        return t.reshape(*t.shape[:-1], n_heads, d_head).transpose(-3, -2)
+
+    qh, kh, vh = split(q), split(k), split(v)
+    scores = qh @ kh.transpose(-2, -1) / math.sqrt(d_head)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ vh).reshape(*lead, T_q, d_model), weights
