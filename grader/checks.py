@@ -37,6 +37,7 @@ import copy
 import importlib
 import math
 import sys
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,8 @@ class Case:
     ``max_numel`` bounds memory: no tensor that an operator creates during the call may have more
     elements, and Python-side allocations (numpy, lists) may not peak above ``8 * max_numel`` bytes plus
     a small allowance -- so "materialise the whole (T_q, T_k) matrix" fails however it is disguised.
+    ``max_live`` (with ``max_numel``) also bounds the elements alive at once in tensors created during
+    the call, which catches many small blocks kept together (a list of every block's scores).
     """
 
     args: tuple = ()
@@ -105,6 +108,7 @@ class Case:
     method: str | None = None
     grad_output: Any = None
     max_numel: int | None = None
+    max_live: int | None = None
 
 
 #: Python-side allocation allowance (bytes) on top of ``8 * max_numel`` for memory-bounded cases.
@@ -151,6 +155,7 @@ class Outcome:
     largest_numel: int = 0  # largest tensor an operator created during the call (memory cases only)
     largest_op: str = ""
     python_peak: int = 0  # peak Python-side allocation in bytes (memory cases only)
+    peak_live: int = 0  # peak elements alive at once in tensors created during the call (memory cases)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -326,20 +331,57 @@ def _recording_banned(names: Iterable[str], seen: list[str]):
         yield
 
 
-class _LargestTensor(TorchDispatchMode):
-    """Records the largest tensor that any (non-view) operator creates."""
+class MemoryMeter(TorchDispatchMode):
+    """Measures the tensors that operators create inside it: the largest one (elements, and which
+    operator made it) and the peak of the elements alive at once.
+
+    An output whose storage is one of the call's inputs' storages (a view, an in-place result) is not a
+    new allocation. A ``weakref.finalize`` on each new storage takes its elements off the live total
+    when it is freed, so keeping every block's scores in a list is seen as well as one big matrix.
+    """
 
     def __init__(self):
         super().__init__()
-        self.numel, self.op = 0, ""
+        self.largest, self.largest_op = 0, ""
+        self.live, self.peak_live = 0, 0
+        self._seen: set[int] = set()
+
+    def _free(self, key: int, numel: int) -> None:
+        self._seen.discard(key)
+        self.live -= numel
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if not func.is_view:
-            for t in torch.utils._pytree.tree_leaves(out):
-                if isinstance(t, torch.Tensor) and t.numel() > self.numel:
-                    self.numel, self.op = t.numel(), "aten." + func.overloadpacket.__name__
+        inputs = {id(t.untyped_storage()) for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                  if isinstance(t, torch.Tensor) and t.layout == torch.strided}
+        for t in torch.utils._pytree.tree_leaves(out):
+            if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+                continue
+            storage = t.untyped_storage()
+            key = id(storage)
+            if key in inputs or key in self._seen:
+                continue
+            numel = storage.nbytes() // max(t.element_size(), 1)
+            if numel > self.largest:
+                self.largest, self.largest_op = numel, "aten." + func.overloadpacket.__name__
+            self._seen.add(key)
+            self.live += numel
+            self.peak_live = max(self.peak_live, self.live)
+            weakref.finalize(storage, self._free, key, numel)
         return out
+
+
+_WARMED = False
+
+
+def _warm_dispatch() -> None:
+    """The first operator run under any dispatch mode imports torch._dynamo (hundreds of modules); do it
+    before measuring, so that no submission is charged for it."""
+    global _WARMED
+    if not _WARMED:
+        with MemoryMeter():
+            (torch.zeros(2) + 1).sum()
+        _WARMED = True
 
 
 @contextlib.contextmanager
@@ -349,20 +391,22 @@ def _measuring_memory(enabled: bool, outcome: Outcome):
         return
     import tracemalloc
 
+    _warm_dispatch()
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
-    recorder = _LargestTensor()
+    meter = MemoryMeter()
     try:
-        with recorder:
+        with meter:
             yield
     finally:
         outcome.python_peak = max(0, tracemalloc.get_traced_memory()[1] - base)
         if started:
             tracemalloc.stop()
-        outcome.largest_numel, outcome.largest_op = recorder.numel, recorder.op
+        outcome.largest_numel, outcome.largest_op = meter.largest, meter.largest_op
+        outcome.peak_live = meter.peak_live
 
 
 def _inputs_plain(args: tuple, kwargs: dict) -> Any:
@@ -570,6 +614,11 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: li
                 raise CheckFailed(f"`{check.target}` allocated {outcome.python_peak:,} bytes outside torch "
                                   f"on {_where(case.label, '')}; the limit is "
                                   f"{8 * case.max_numel + PYTHON_ALLOWANCE:,}: work in blocks")
+        if case.max_live is not None and case.max_numel is not None and outcome.error is None:
+            if outcome.peak_live > case.max_live:
+                raise CheckFailed(f"`{check.target}` kept {outcome.peak_live:,} elements of new tensors alive at "
+                                  f"once on {_where(case.label, '')}; the limit is {case.max_live:,}: free each "
+                                  "block's scores before the next one (do not keep them all)")
         if case.raises is not None:
             if case.raises not in outcome.error_types:
                 got = outcome.error or "it returned normally"

@@ -53,7 +53,7 @@ class _Writer:
         n = self.count
         self.count += 1
         with _open_at(self.dir_fd, f"{n}.npy") as fh:
-            np.save(fh, np.ascontiguousarray(value), allow_pickle=False)
+            np.save(fh, np.ascontiguousarray(value).reshape(value.shape), allow_pickle=False)  # keeps 0-d
         return n
 
     def encode(self, x: Any) -> Any:
@@ -218,7 +218,7 @@ def outcome_from_wire(x: Any) -> Outcome:
         raise WireError("bad error field")
     x.error_types = tuple(str(v) for v in _seq(x.error_types))
     x.banned_calls = tuple(str(v) for v in _seq(x.banned_calls))
-    for name in ("largest_numel", "python_peak"):
+    for name in ("largest_numel", "python_peak", "peak_live"):
         if type(getattr(x, name)) is not int:
             raise WireError(f"bad {name}")
     if not isinstance(x.largest_op, str):

@@ -355,3 +355,22 @@ def test_memory_bound_catches_the_whole_matrix_in_torch_or_numpy(fn):
     run_local(check, blockwise_rowsum)
     with pytest.raises(CheckFailed, match="elements|outside torch"):
         run_local(check, fn)
+
+
+def kept_blocks_rowsum(a, b, block=8):
+    blocks = [a[i:i + block] @ b.T for i in range(0, a.shape[0], block)]  # every block kept alive
+    return torch.cat([s.sum(-1) for s in blocks])
+
+
+def rowsum_live_cases(seed: int) -> list[Case]:
+    (case,) = rowsum_cases(seed)
+    case.max_live = 4 * 8 * 512
+    return [case]
+
+
+def test_memory_bound_on_live_elements_catches_every_block_kept_alive():
+    check = Check("close", "f", f"{__name__}:rowsum_live_cases", reference=f"{__name__}:blockwise_rowsum",
+                  atol=1e-4)
+    run_local(check, blockwise_rowsum)
+    with pytest.raises(CheckFailed, match="alive at once"):
+        run_local(check, kept_blocks_rowsum)
