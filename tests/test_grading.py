@@ -192,12 +192,27 @@ def test_a_submission_that_never_finishes_is_stopped_and_recorded(tmp_path):
     (["book", "ch99_nope"], "unknown chapter"),
     (["release", "nope"], "unknown chapter"),
     (["autograde", "/no/such/folder"], "no such folder"),
+    (["autograde", ".", "--shard", "3/2"], "--shard"),
+    (["autograde", ".", "--shard", "half"], "--shard takes I/N"),
+    (["autograde", ".", "--jobs", "0"], "--jobs must be at least 1"),
 ])
 def test_bad_arguments_give_one_clear_line(args, words):
     result = grader_cli(*args, timeout=120)
     assert result.returncode == 2
     assert words in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_dry_run_lists_and_grades_nothing(tmp_path):
+    ch = CHAPTERS[0]
+    put(tmp_path / "in", "t-dry", ch, samples.released(COURSE, ch))
+    put(tmp_path / "in", "t-dry-empty", ch)
+    result = grader_cli("autograde", str(tmp_path / "in"), "--workdir", str(tmp_path / "w"), "--dry-run",
+                        timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "t-dry " in result.stdout and "would be graded" in result.stdout
+    assert "would fail: no notebook" in result.stdout
+    assert not (tmp_path / "w" / "gradebook.db").exists()
 
 
 def test_plain_nbgrader_works_from_the_repository_root(tmp_path):
