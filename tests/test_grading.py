@@ -1,5 +1,5 @@
-"""End to end through the real autograde path (`grader autograde`, i.e. nbgrader in a fresh kernel):
-the source notebook and correct student code earn full marks, the untouched release earns zero, every
+"""End to end through the real autograde path (`grader autograde`: the sandbox, out-of-process verdicts,
+nbgrader's gradebook): correct student code earns full marks, the untouched release earns zero, every
 known-wrong implementation loses exactly its exercise's points, and broken input is recorded, not fatal."""
 
 from __future__ import annotations
@@ -45,8 +45,11 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
         def student(name: str, ch=ch) -> str:
             return f"t-{ch.slug}-{name}"
 
+        # The instructor's source notebook delegates to `solutions`, which no sandbox can import: handed
+        # in, it earns nothing (the answer key is out of a submission's reach). The reference itself earns
+        # full marks in test_notebooks.py, and its code written out by a student in the `correct` variants.
         put(root, student("source"), ch, nbformat.read(ch.notebook, as_version=4))
-        expect[student("source"), ch.id] = {"score": full}
+        expect[student("source"), ch.id] = {"score": 0}
         put(root, student("stub"), ch, released)
         expect[student("stub"), ch.id] = {"score": 0}
         put(root, student("correct"), ch, samples.fill(released, correct))
