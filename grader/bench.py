@@ -71,6 +71,7 @@ def _class(course: Course, inbox: Path, n: int, chapter: str = "qkv") -> None:
 def _plain(course: Course, inbox: Path, ws: Workspace, chapter: str = "qkv") -> tuple[float, dict]:
     """Plain ``nbgrader autograde`` (serial, one kernel per notebook) on the same submissions."""
     ch = course.chapter(chapter)
+    ws.folder.mkdir(parents=True, exist_ok=True)
     release(course, [ch], workspace=ws, log=lambda *_: None)
     for student in sorted(p for p in inbox.iterdir() if p.is_dir()):
         src = student / ch.id
