@@ -264,6 +264,7 @@ def entropy_cases(seed: int) -> list[Case]:
     one_hot = torch.eye(4)[torch.tensor([2, 0, 3])]  # (3, 4)
     return [
         Case(args=(_softmax(g, 1, 5),), label="one distribution over 5 outcomes, shape (1, 5)"),
+        Case(args=(_softmax(g, 5),), label="a 1-D distribution over 5 outcomes: the entropy is a 0-d tensor"),
         Case(args=(_softmax(g, 4, 7, scale=3.0),), label="4 rows of 7, default dim=-1"),
         Case(args=(_softmax(g, 2, 3, 6, dim=1),), kwargs={"dim": 1},
              label="shape (2, 3, 6), distributions along dim=1"),
