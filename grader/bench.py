@@ -84,9 +84,12 @@ def _plain(course: Course, inbox: Path, ws: Workspace, chapter: str = "qkv") -> 
              log_file=ws.path("logs") / "plain-autograde.log")
     seconds = time.perf_counter() - start
     scores = {}
-    with Gradebook(ws.db_url) as gb:
-        for sub in gb.find_assignment(ch.id).submissions:
-            scores[sub.student.id] = float(sub.score)
+    try:
+        with Gradebook(ws.db_url) as gb:
+            for sub in gb.find_assignment(ch.id).submissions:
+                scores[sub.student.id] = float(sub.score)
+    except Exception as exc:  # noqa: BLE001 -- a submission may have destroyed the gradebook
+        print(f"plain nbgrader's gradebook {ws.db_url} is unreadable: {type(exc).__name__}")
     return seconds, scores
 
 
@@ -129,8 +132,21 @@ def red_team() -> int:
     inbox = root / "inbox"
     ws_plain, ws_ours = course.workspace(root / "plain"), course.workspace(root / "ours")
     others = [ch for ch in course.chapters() if ch.slug != "qkv"]
-    expect = redteam.build(course, inbox, workdir=ws_ours.folder, other=others[0] if others else None)
+    # the gradebook attack aims at both workspaces (plain nbgrader runs it unconfined, so it can reach
+    # its own gradebook: what it breaks there is part of the comparison), never at the course's
+    expect = redteam.build(course, inbox, workdir=root, other=others[0] if others else None)
+    # plain nbgrader grades the gradebook attack on its own, last: unconfined, it destroys the databases
+    # it finds, and the other cases' plain scores must be read before that
+    attack_inbox = root / "inbox-gradebook-attack"
+    attack_inbox.mkdir()
+    shutil.move(str(inbox / "rt-wrong-gradebook"), str(attack_inbox / "rt-wrong-gradebook"))
     _, plain = _plain(course, inbox, ws_plain)
+    try:
+        _, plain_attack = _plain(course, attack_inbox, course.workspace(root / "plain-attack"))
+        plain.update(plain_attack)
+    except Exception as exc:  # noqa: BLE001 -- the attack broke plain nbgrader's own gradebook
+        print(f"plain nbgrader on the gradebook attack: {type(exc).__name__}: {str(exc)[:120]}")
+    shutil.move(str(attack_inbox / "rt-wrong-gradebook"), str(inbox / "rt-wrong-gradebook"))
     _, ours, runs_ = _ours(course, inbox, ws_ours, 2, timeout=60)
     wrong_plain = wrong_ours = unscored_plain = 0
     print(f"{'case':<28} {'expected':>10} {'plain':>7} {'ours':>12}  about")

@@ -75,9 +75,7 @@ ATTACKS = {
         "ip.showsyntaxerror = lambda *a, **k: None\n"),
     "write_gradebook": (
         "import glob, os, sqlite3\n"
-        "for path in (glob.glob('{workdir}/**/*.db', recursive=True)\n"
-        "             + glob.glob('{root}/_build/**/*.db', recursive=True)\n"
-        "             + ['{workdir}/gradebook.db', '{root}/_build/gradebook.db']):\n"
+        "for path in glob.glob('{workdir}/**/*.db', recursive=True) + ['{workdir}/gradebook.db']:\n"
         "    try:\n"
         "        db = sqlite3.connect(path)\n"
         "        db.execute('UPDATE grade SET auto_score = 1000')\n"
@@ -120,7 +118,11 @@ def _steal(names: list[str]) -> str:
 
 def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | None = None,
           other: Chapter | None = None) -> dict[str, Expect]:
-    """Lay out the red-team class under ``inbox`` (one student per case); return the expectations."""
+    """Lay out the red-team class under ``inbox`` (one student per case); return the expectations.
+
+    The gradebook attack writes to every database under ``workdir`` (and ``workdir`` itself should be a
+    scratch folder): graded by plain nbgrader, which runs it unconfined, it really does destroy them.
+    """
     ch = course.chapter(chapter)
     released = samples.released(course, ch)
     variants = samples.student_code(course, ch)
@@ -143,7 +145,9 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
     for attack in ("input_transformer", "ast_transformer", "patch_allclose", "custom_exc", "showtraceback"):
         put(f"rt-wrong-{attack.replace('_', '-')}", _insert_after_setup(bad, ATTACKS[attack]),
             about=f"wrong answers + {attack.replace('_', ' ')}", score=0)
-    attack = ATTACKS["write_gradebook"].format(workdir=workdir or course.build, root=course.root)
+    if workdir is None:
+        raise ValueError("the red team needs a scratch workdir: its gradebook attack is real")
+    attack = ATTACKS["write_gradebook"].format(workdir=workdir)
     put("rt-wrong-gradebook", _insert_after_setup(bad, attack),
         about="wrong answers + writes to every gradebook it can find", score=0)
     names = list(correct)
