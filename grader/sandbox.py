@@ -240,9 +240,20 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, p
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare")
         _mount("none", "/", None, MS_REC | MS_PRIVATE)
         keep = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+        # a Python installation under /tmp (a checkout in /tmp) must survive the fresh /tmp: hold it
+        # open, and bind it back at its own path afterwards
+        held = {k: os.open(k, os.O_PATH) for k in keep if Path("/tmp") in k.parents}
         for path in hide:
             _hide(path, keep)
         _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=512m,mode=1777")
+        for path, fd in held.items():
+            path.mkdir(parents=True, exist_ok=True)
+            for parent in [path, *path.parents]:
+                if parent == Path("/tmp"):
+                    break
+                parent.chmod(0o755)
+            _mount(f"/proc/self/fd/{fd}", str(path), None, MS_BIND | MS_REC)
+            os.close(fd)
         _expose(keep)
     keep = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
     work = Path("/tmp/work") if full else job / "work"
