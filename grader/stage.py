@@ -8,6 +8,7 @@ libraries that draw the figures. Changing one chapter re-executes that chapter o
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import sys
 import time
@@ -32,6 +33,27 @@ def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
         h.update(f.read_bytes())
 
 
+def _solution_modules(course: Course, slug: str) -> list[Path]:
+    """``solutions/<slug>.py`` and every ``solutions`` module it imports, directly or not (chapter 5's
+    reference builds on chapter 2's; several use ``solutions/_common.py``)."""
+    found: list[Path] = []
+    todo = [slug]
+    while todo:
+        path = course.root / "solutions" / f"{todo.pop()}.py"
+        if path in found or not path.is_file():
+            continue
+        found.append(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            todo += [n.split(".")[1] for n in names if n.startswith("solutions.") and n.count(".") == 1]
+    return found
+
+
 def cache_key(course: Course, chapter: Chapter) -> str:
     h = hashlib.sha256()
     h.update(sys.version.encode())
@@ -42,7 +64,7 @@ def cache_key(course: Course, chapter: Chapter) -> str:
             h.update(f"{dist} missing".encode())
     _hash_tree(h, chapter.folder, course.root)
     for extra in (course.root / "solutions" / "__init__.py",
-                  course.root / "solutions" / f"{chapter.slug}.py",
+                  *_solution_modules(course, chapter.slug),
                   course.root / "solutions" / "cases" / f"{chapter.slug}.py",
                   course.root / "grader" / "checks.py"):
         if extra.exists():

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from solutions._common import check_mask
+
 
 def _check_count(name: str, value: int, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -176,16 +178,7 @@ def chunked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_s
     lead = np.broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2]))
     scores_shape = (*lead, T_q, T_k)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            kind = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise TypeError(f"mask must be a bool tensor (True = may attend), got {kind}")
-        try:
-            fits = np.broadcast_shapes(tuple(mask.shape), scores_shape) == scores_shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
-                             f"{scores_shape} = (..., T_q, T_k)")
+        check_mask(mask, scores_shape)
     scale = 1.0 / math.sqrt(d_k)
     k_t = k.transpose(-2, -1)  # (..., d_k, T_k), a view
     chunks = []

@@ -17,6 +17,8 @@ import math
 
 import torch
 
+from solutions._common import check_mask
+
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
     """``(T, T)`` bool, ``m[i, j] = j <= i``: query ``i`` may attend to itself and to earlier keys only.
@@ -60,18 +62,6 @@ def attention_mask(lengths: torch.Tensor, T: int, causal: bool = False) -> torch
     return keys & allowed  # (B, 1, T, T)
 
 
-def _check_mask(mask: torch.Tensor, shape: torch.Size) -> None:
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        kind = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(f"mask must be a bool tensor (True = may attend), got {kind}")
-    try:
-        fits = torch.broadcast_shapes(mask.shape, shape) == shape
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores {tuple(shape)}")
-
-
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax of ``scores`` along ``dim`` over the entries where ``mask`` is True; 0 elsewhere.
 
@@ -92,7 +82,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> t
         TypeError: when ``mask`` is not a bool tensor.
         ValueError: when ``mask`` does not broadcast to ``scores``.
     """
-    _check_mask(mask, scores.shape)
+    check_mask(mask, scores.shape)
     filled = scores.masked_fill(~mask, float("-inf"))
     # the shift changes nothing mathematically, so it needs no gradient; a fully masked slice has
     # max -inf, replaced by 0 so that exp(-inf - 0) = 0 instead of exp(-inf + inf) = NaN

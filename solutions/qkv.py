@@ -17,6 +17,8 @@ import math
 import torch
 import torch.nn as nn
 
+from solutions._common import check_mask
+
 
 def project_qkv(
     x: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor, W_v: torch.Tensor
@@ -96,16 +98,7 @@ def scaled_dot_product_attention(
         raise ValueError(f"k and v must have one row per key, got T_k={k.shape[-2]} and {v.shape[-2]}")
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            kind = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise TypeError(f"mask must be a bool tensor (True = may attend), got {kind}")
-        try:
-            fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
-                             f"{tuple(scores.shape)} = (..., T_q, T_k)")
+        check_mask(mask, scores.shape)
         # -inf before the softmax: exp(-inf) = 0, so the allowed keys share all of the weight
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = softmax(scores, dim=-1)  # (..., T_q, T_k), a distribution over keys for every query

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from solutions._common import check_mask
+
 
 def rnn_forward(
     x: torch.Tensor,
@@ -129,15 +131,7 @@ def attention_pool(
         raise ValueError(f"values must have shape (B, T, d_v) for scores (B, T) = {tuple(scores.shape)}, "
                          f"got {tuple(values.shape)}")
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            kind = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise TypeError(f"mask must be a bool tensor (True = may attend), got {kind}")
-        try:
-            fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not fit the scores {tuple(scores.shape)}")
+        check_mask(mask, scores.shape)
         # -inf before the softmax: exp(-inf) = 0, whatever garbage the masked scores held
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)  # (B, T): a distribution over the positions

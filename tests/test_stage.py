@@ -90,6 +90,11 @@ def test_cache_key_follows_the_chapter_its_modules_and_nothing_else(course_copy)
     extra.unlink()
     assert cache_key(course_copy, ch) == key
 
+    shared = course_copy.root / "solutions" / "_common.py"  # imported by chapter 1's module
+    shared.write_text(shared.read_text() + "\n# changed\n")
+    assert cache_key(course_copy, ch) != key, "a solutions module the chapter imports must invalidate it"
+    key = cache_key(course_copy, ch)
+
     module = course_copy.root / "solutions" / f"{ch.slug}.py"
     module.write_text(module.read_text() + "\n# changed\n")
     assert cache_key(course_copy, ch) != key
