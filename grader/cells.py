@@ -29,6 +29,11 @@ def split_hidden(source: str) -> tuple[str, str]:
     return "\n".join(visible), "\n".join(hidden)
 
 
+def hidden_blocks(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """grade_id of each graded test cell -> the text of its hidden-test block."""
+    return {nbgrader_meta(c)["grade_id"]: split_hidden(c.source)[1] for c in nb.cells if nbgrader_meta(c).get("grade")}
+
+
 def solution_regions(source: str) -> list[str]:
     regions, current = [], None
     for line in source.split("\n"):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import solutions.backprop as ref
 import solutions.cases.backprop as cases_mod
-from grader.cells import split_hidden
+from grader import cells
 from grader.checks import CheckFailed, parse_checks, run_local
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch07_backprop" / "backprop.ipynb"
@@ -27,10 +27,7 @@ F64 = torch.float64
 
 
 def hidden_blocks() -> dict[str, str]:
-    """grade_id of each graded test cell -> the text of its hidden-test block."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: split_hidden(c.source)[1] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return cells.hidden_blocks(nbformat.read(NOTEBOOK, as_version=4))
 
 
 def checks_of(exercise: str):

@@ -22,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import solutions.cases.complexity as cases_mod
 import solutions.complexity as ref
-from grader.cells import split_hidden
+from grader import cells
 from grader.checks import CheckFailed, parse_checks, prepare, run_local
 from solutions.qkv import scaled_dot_product_attention as ch02_attention
 
@@ -31,10 +31,7 @@ EXERCISES = ["attention_flops", "attention_matrix_bytes", "rnn_flops", "loglog_s
 
 
 def hidden_blocks() -> dict[str, str]:
-    """grade_id of each graded test cell -> the text of its hidden-test block."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: split_hidden(c.source)[1] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return cells.hidden_blocks(nbformat.read(NOTEBOOK, as_version=4))
 
 
 class LargestTensor(TorchDispatchMode):

@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import solutions.cases.flash as cases_mod
 import solutions.flash as ref
-from grader.cells import split_hidden
+from grader import cells
 from grader.checks import CheckFailed, parse_checks, run_local
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch09_flash" / "flash.ipynb"
@@ -69,9 +69,7 @@ def oracle_lse(q, k, causal):
 
 
 def hidden_blocks() -> dict[str, str]:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: split_hidden(c.source)[1] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return cells.hidden_blocks(nbformat.read(NOTEBOOK, as_version=4))
 
 
 SHAPES = [  # (batch, T_q, T_k, d, d_v, block_q, block_k)

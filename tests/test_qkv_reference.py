@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 import solutions.cases.qkv as cases_mod
 import solutions.qkv as ref
-from grader.cells import split_hidden
+from grader import cells
 from grader.checks import Case, CheckFailed, evaluate, from_plain, parse_checks, prepare, run_local
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch02_qkv" / "qkv.ipynb"
@@ -28,10 +28,7 @@ EXERCISES = ["project_qkv", "softmax", "scaled_dot_product_attention", "SelfAtte
 
 
 def hidden_blocks() -> dict[str, str]:
-    """grade_id of each graded test cell -> the text of its hidden-test block."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: split_hidden(c.source)[1] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return cells.hidden_blocks(nbformat.read(NOTEBOOK, as_version=4))
 
 
 def random_mask(*shape: int, gen: torch.Generator) -> torch.Tensor:

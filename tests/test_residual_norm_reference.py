@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 import solutions.cases.residual_norm as cases_mod
 import solutions.residual_norm as ref
-from grader.cells import split_hidden
+from grader import cells
 from grader.checks import CheckFailed, parse_checks, prepare, run_local
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch06_residual_norm" / "residual_norm.ipynb"
@@ -32,10 +32,7 @@ BLOCK_NAMES = sorted([
 
 
 def hidden_blocks() -> dict[str, str]:
-    """grade_id of each graded test cell -> the text of its hidden-test block."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: split_hidden(c.source)[1] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return cells.hidden_blocks(nbformat.read(NOTEBOOK, as_version=4))
 
 
 def randomise(module: nn.Module, seed: int) -> nn.Module:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 import solutions.cases.rnn_bottleneck as cases_mod
 import solutions.rnn_bottleneck as ref
-from grader.cells import split_hidden
+from grader import cells
 from grader.checks import Case, CheckFailed, evaluate, from_plain, parse_checks, run_local
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch01_rnn_bottleneck" / "rnn_bottleneck.ipynb"
@@ -27,10 +27,7 @@ EXERCISES = ["rnn_forward", "additive_scores", "attention_pool"]
 
 
 def hidden_blocks() -> dict[str, str]:
-    """grade_id of each graded test cell -> the text of its hidden-test block."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: split_hidden(c.source)[1] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return cells.hidden_blocks(nbformat.read(NOTEBOOK, as_version=4))
 
 
 def rnn_weights(d_in: int, H: int, gen: torch.Generator, dtype=torch.float32):
