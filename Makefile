@@ -16,13 +16,14 @@ JOBS ?= 2
 # pip on these machines warns about every package its extra local index lacks; keep the log readable
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: setup system-deps book instructor-book release test grade-demo bench bench-grading lint clean
+.PHONY: setup system-deps book instructor-book release test grade-demo bench bench-grading bench-build lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | $(QUIET_PIP)
 	$(PY) -m pip install -q -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	$(PY) -c "import torch, nbgrader, jupyter_book, solutions, grader; print('torch', torch.__version__)"
+	$(PY) -m grader.vendor || true   # MathJax for offline maths (from npm); without it the book uses the CDN
 	touch $@
 
 setup: $(VENV)/.installed
@@ -38,15 +39,19 @@ instructor-book: setup
 release: setup
 	$(VENV)/bin/grader release
 
-# Debian packages the tests need: a PostgreSQL server (the shared-gradebook tests start one).
-SYSTEM_PACKAGES := postgresql
+# Debian packages the tests need: a PostgreSQL server (the shared-gradebook tests start one) and
+# chromium (the browser tests render the built book in it). Installed when missing and we are root.
 system-deps:
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages: $(SYSTEM_PACKAGES)"; \
-	    (apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null)); \
-	  else echo "PostgreSQL is not installed and cannot be installed here: its tests will be skipped"; fi; \
+	    echo "installing Debian packages:$$missing"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    (apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null)); \
+	  else echo "not installed and cannot be installed here:$$missing (their tests will be skipped)"; fi; \
 	fi
 
 test: setup system-deps
@@ -60,6 +65,9 @@ grade-demo: setup
 
 bench: setup
 	$(PY) -m grader.bench
+
+bench-build: setup
+	$(PY) -m grader.bench --build
 
 bench-grading: setup
 	$(PY) -m grader.bench --grading --n 40

@@ -1,5 +1,6 @@
 """Measure the chapters against their budgets: ``python -m grader.bench [CHAPTER ...]`` (``make bench``),
-and grading against plain nbgrader: ``python -m grader.bench --grading [--n 40]`` (``make bench-grading``).
+grading against plain nbgrader: ``python -m grader.bench --grading [--n 40]`` (``make bench-grading``), and
+the book's build: ``python -m grader.bench --build`` (``make bench-build``): cold, unchanged, one chapter changed.
 
 For each chapter it executes the source notebook in a fresh kernel (no cache) and prints the whole
 notebook's wall time (budget: 60 s on 2 CPU cores), the time of its graded test cells with visible and
@@ -169,7 +170,48 @@ def red_team() -> int:
     return 0
 
 
+def _timed(cmd: list[str], root: Path) -> float:
+    import os
+    import subprocess
+
+    start = time.perf_counter()
+    result = subprocess.run(cmd, cwd=root, env={**os.environ, "COURSE_ROOT": str(root)},
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise GraderError(f"{' '.join(cmd)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    return time.perf_counter() - start
+
+
+def build_times(chapter: str = "masks") -> int:
+    """What ``make book`` costs: cold (empty _build/), again with nothing changed, and after one chapter's
+    text changed. It builds a copy of the course in a temporary folder, never the real _build/."""
+    course = Course.here()
+    book_cmd = [[sys.executable, "-m", "grader", "release"], [sys.executable, "-m", "grader", "book"]]
+    with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
+        root = Path(tmp) / "course"
+        shutil.copytree(course.root, root, ignore=shutil.ignore_patterns(
+            "_build", ".venv", ".vendor", ".git", "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache"))
+        if (course.root / ".vendor").exists():
+            (root / ".vendor").symlink_to(course.root / ".vendor")
+        rows = []
+        rows.append(("cold (empty _build/)", [_timed(c, root) for c in book_cmd]))
+        rows.append(("nothing changed", [_timed(c, root) for c in book_cmd]))
+        ch = Course(root).chapter(chapter)
+        nb = nbformat.read(ch.notebook, as_version=4)
+        last = [c for c in nb.cells if c.cell_type == "markdown"][-1]
+        last.source += "\n\nThis sentence was added by the build benchmark."
+        nbformat.write(nb, ch.notebook)
+        rows.append((f"{ch.id} changed", [_timed(c, root) for c in book_cmd]))
+    print(f"{'make book':<24} {'release s':>10} {'book s':>8} {'total s':>8}")
+    for name, (rel, book) in rows:
+        print(f"{name:<24} {rel:>10.1f} {book:>8.1f} {rel + book:>8.1f}")
+    print("targets on 2 cores: cold <= 360 s, one chapter changed <= 90 s")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--build":
+        return build_times()
     if argv and argv[0] == "--grading":
         n = int(argv[argv.index("--n") + 1]) if "--n" in argv else 40
         return grading(n)

@@ -25,4 +25,48 @@ def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | N
         out = course.build / "release" / ch.id / ch.notebook.name
         made.append(out)
         log(f"  {ch.id}: {out.relative_to(course.root)}")
+    write_student_repo_files(course)
     return made
+
+
+STUDENT_REQUIREMENTS = """\
+# The libraries the course's notebooks use (Binder reads this file). PyTorch's CPU wheels are enough:
+# every exercise and demo runs on a CPU. Colab already has all of them.
+--extra-index-url https://download.pytorch.org/whl/cpu
+torch>=2.3
+numpy
+matplotlib
+seaborn
+jupyterlab
+"""
+
+STUDENT_README = """\
+# Self-Attention, from the RNN bottleneck to FlashAttention: student notebooks
+
+One folder per chapter, each with the chapter's notebook. In each notebook, replace every
+`raise NotImplementedError()` with your implementation and run the test cell below it. Hand the
+notebook in under its original name. The book, with the explanations, is published by your instructor.
+
+Install what the notebooks need with `pip install -r requirements.txt`.
+"""
+
+
+def write_student_repo_files(course: Course) -> None:
+    """``_build/release/`` doubles as the public student repository that the launch buttons open."""
+    out = course.build / "release"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "requirements.txt").write_text(STUDENT_REQUIREMENTS)
+    (out / "README.md").write_text(STUDENT_README)
+
+
+def release_if_stale(course: Course, chapters: list[Chapter], log=print) -> None:
+    """Release the chapters whose student notebook is missing or older than their source folder."""
+    stale = []
+    for ch in chapters:
+        released = course.build / "release" / ch.id / ch.notebook.name
+        newest = max(p.stat().st_mtime for p in ch.folder.rglob("*") if p.is_file())
+        if not released.is_file() or released.stat().st_mtime < newest:
+            stale.append(ch)
+    if stale:
+        log(f"Releasing {len(stale)} chapter(s) whose student notebook is missing or out of date")
+        release(course, stale, log=log)

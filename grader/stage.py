@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 
 from .course import Chapter, Course
+from .deps import DEPENDENCIES, dependency_map
 from .execute import execute
 from .view import student_view
 
@@ -54,7 +55,7 @@ def _solution_modules(course: Course, slug: str) -> list[Path]:
     return found
 
 
-def cache_key(course: Course, chapter: Chapter) -> str:
+def _versions_hash() -> hashlib._Hash:
     h = hashlib.sha256()
     h.update(sys.version.encode())
     for dist in _VERSIONED:
@@ -62,6 +63,11 @@ def cache_key(course: Course, chapter: Chapter) -> str:
             h.update(f"{dist}=={metadata.version(dist)}".encode())
         except metadata.PackageNotFoundError:
             h.update(f"{dist} missing".encode())
+    return h
+
+
+def cache_key(course: Course, chapter: Chapter) -> str:
+    h = _versions_hash()
     _hash_tree(h, chapter.folder, course.root)
     for extra in (course.root / "solutions" / "__init__.py",
                   *_solution_modules(course, chapter.slug),
@@ -72,22 +78,35 @@ def cache_key(course: Course, chapter: Chapter) -> str:
     return h.hexdigest()[:20]
 
 
-def executed_source(course: Course, chapter: Chapter, log=print) -> nbformat.NotebookNode:
-    """The chapter's source notebook executed with the solutions in place (from cache when fresh)."""
+def _cached_execution(course: Course, name: str, key: str, notebook: Path, log) -> nbformat.NotebookNode:
     cache = course.build / "cache"
     cache.mkdir(parents=True, exist_ok=True)
-    hit = cache / f"{chapter.id}-{cache_key(course, chapter)}.ipynb"
+    hit = cache / f"{name}-{key}.ipynb"
     if hit.exists():
-        log(f"  {chapter.id}: executed notebook from cache")
+        log(f"  {name}: executed notebook from cache")
         return nbformat.read(hit, as_version=4)
     start = time.perf_counter()
-    nb = nbformat.read(chapter.notebook, as_version=4)
-    nb = execute(nb, chapter.folder, label=str(chapter.notebook.relative_to(course.root)))
-    log(f"  {chapter.id}: executed in {time.perf_counter() - start:.1f} s")
-    for stale in cache.glob(f"{chapter.id}-*.ipynb"):
+    nb = execute(nbformat.read(notebook, as_version=4), notebook.parent,
+                 label=str(notebook.relative_to(course.root)))
+    log(f"  {name}: executed in {time.perf_counter() - start:.1f} s")
+    for stale in cache.glob(f"{name}-*.ipynb"):
         stale.unlink()
     nbformat.write(nb, hit)
     return nb
+
+
+def executed_source(course: Course, chapter: Chapter, log=print) -> nbformat.NotebookNode:
+    """The chapter's source notebook executed with the solutions in place (from cache when fresh)."""
+    return _cached_execution(course, chapter.id, cache_key(course, chapter), chapter.notebook, log)
+
+
+def executed_page(course: Course, notebook: Path, log=print) -> nbformat.NotebookNode:
+    """A notebook of the book that is not a chapter (the appendix): it has no solutions to strip and
+    imports nothing of the course, so its key is the file and the library versions."""
+    h = _versions_hash()
+    _hash_tree(h, notebook, course.root)
+    name = "page-" + str(notebook.relative_to(course.book).with_suffix("")).replace("/", "-")
+    return _cached_execution(course, name, h.hexdigest()[:20], notebook, log)
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:
@@ -106,10 +125,17 @@ def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: boo
     for src in sorted(course.book.rglob("*")):
         rel = src.relative_to(course.book)
         if not src.is_file() or src in notebooks or "__pycache__" in rel.parts \
-                or ".ipynb_checkpoints" in rel.parts:
+                or ".ipynb_checkpoints" in rel.parts or rel.name == DEPENDENCIES:
             continue
-        _write_if_changed(out / rel, src.read_bytes())
+        if src.suffix == ".ipynb":
+            data = nbformat.writes(executed_page(course, src, log)).encode()
+        else:
+            data = src.read_bytes()
+        _write_if_changed(out / rel, data)
         wanted.add(out / rel)
+    for path, data in dependency_map(course).items():
+        _write_if_changed(out / path, data)
+        wanted.add(out / path)
     for ch in chapters:
         nb = executed_source(course, ch, log)
         if not instructor:

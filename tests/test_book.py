@@ -10,13 +10,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import nbformat
-import pytest
 
 from grader.cells import exercises, solution_regions, split_hidden
 from grader.course import Course
 from grader.view import MARKERS, student_view
+
+from .conftest import JUPYTERHUB, STUDENT_REPO
 
 COURSE = Course.here()
 CHAPTERS = COURSE.chapters()
@@ -67,15 +69,6 @@ def secrets() -> set[str]:
     return {s for s in candidates if s not in shown}
 
 
-@pytest.fixture(scope="module")
-def site():
-    result = subprocess.run([sys.executable, "-m", "grader", "book"], cwd=COURSE.root, capture_output=True,
-                            text=True, timeout=1800)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    assert (SITE / "index.html").is_file()
-    return SITE
-
-
 def test_every_chapter_page_exists_with_its_figures(site):
     for ch in CHAPTERS:
         page = site / ch.folder.name / f"{ch.slug}.html"
@@ -113,14 +106,35 @@ def test_nothing_under_the_site_leaks_solutions_or_hidden_tests(site):
     assert not leaks, "\n".join(leaks[:40])
 
 
-def test_download_offers_the_student_notebook(site):
+def test_download_offers_the_released_student_notebook(site):
     for ch in CHAPTERS:
-        sources = list((site / "_sources").rglob(f"{ch.slug}.ipynb*"))
-        assert sources, f"{ch.id}: no downloadable notebook under _sources"
-        text = sources[0].read_text()
-        assert "NotImplementedError" in text
+        download = site / "_sources" / ch.id / ch.notebook.name
+        released = COURSE.build / "release" / ch.id / ch.notebook.name
+        assert download.read_bytes() == released.read_bytes(), f"{ch.id}: the download is not the release"
+        assert "NotImplementedError" in download.read_text()
         page = (site / ch.folder.name / f"{ch.slug}.html").read_text()
         assert f"_sources/{ch.folder.name}/{ch.slug}.ipynb" in page, "no download link to the notebook"
+
+
+def test_launch_buttons_open_the_student_copy(site):
+    owner_repo = STUDENT_REPO.removeprefix("https://github.com/")
+    release = COURSE.build / "release"
+    for ch in CHAPTERS:
+        page = (site / ch.id / f"{ch.slug}.html").read_text()
+        links = [urlsplit(html.unescape(h)) for h in re.findall(r'href="([^"]+)"', page)]
+        path = f"{ch.id}/{ch.notebook.name}"
+        colab = [u for u in links if u.netloc == "colab.research.google.com"]
+        binder = [u for u in links if u.netloc == "mybinder.org"]
+        hub = [u for u in links if JUPYTERHUB.endswith(u.netloc) and u.path.endswith("/git-pull")]
+        assert [u.path for u in colab] == [f"/github/{owner_repo}/blob/main/{path}"], (ch.id, colab)
+        assert len(binder) == 1 and binder[0].path == f"/v2/gh/{owner_repo}/main", (ch.id, binder)
+        assert parse_qs(binder[0].query)["urlpath"][0].endswith("/" + path), binder
+        assert len(hub) == 1, (ch.id, hub)
+        query = parse_qs(hub[0].query)
+        assert query["repo"] == [STUDENT_REPO] and query["urlpath"][0].endswith("/" + path), query
+        # the launch buttons' repository is _build/release/: what they open is the student notebook
+        assert (release / path).is_file(), path
+    assert (release / "requirements.txt").is_file() and (release / "README.md").is_file()
 
 
 def test_release_holds_stubs_and_visible_tests_only():
@@ -152,3 +166,19 @@ def test_instructor_preview_shows_solutions_and_stays_out_of_the_site(site):
         text = readable_text(preview / ch.folder.name / f"{ch.slug}.html")
         assert f"from {ch.solutions_module} import" in text and "BEGIN HIDDEN TESTS" in text
     assert not (SITE.parent / "instructor").exists() and preview.resolve() not in SITE.resolve().parents
+
+
+def test_every_figure_output_is_a_numbered_figure(site):
+    """Executed, each figure cell shows exactly its one figure, and no image is left without a caption."""
+    for ch in CHAPTERS:
+        nb = nbformat.read(COURSE.build / "stage" / ch.id / ch.notebook.name, as_version=4)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            images = [o for o in cell.outputs if {"image/png", "image/svg+xml"} & set(o.get("data", {}))]
+            named = "figure" in cell.metadata.get("mystnb", {})
+            assert named or not images, f"{ch.id} cell {index}: an image without figure metadata"
+            if named:
+                assert len(images) == 1 and len(cell.outputs) == 1, \
+                    f"{ch.id} cell {index}: a figure cell must output its one figure and nothing else"
+
