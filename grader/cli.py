@@ -1,10 +1,11 @@
 """``grader``: build the published book, release student notebooks, autograde, report.
 
-    grader book [CHAPTER ...] [--instructor] [--fresh]
+    grader book [CHAPTER ...] [--instructor] [--fresh] [--student-repo URL [--branch B] [--jupyterhub URL]]
     grader release [CHAPTER ...]
     grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N] [--timeout S] [--memory GB]
                      [--dry-run] [--db URL] [--workdir DIR]
     grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
+    grader validate PATH.ipynb [--timeout S]
 
 Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
 in one line, without a traceback.
@@ -21,18 +22,28 @@ from .course import Course, GraderError, UsageError
 
 
 def _book(course: Course, args: argparse.Namespace) -> int:
-    from .site import build_site
+    from .release import release_if_stale
+    from .site import Launch, build_site, publish_downloads
     from .stage import stage
 
     chapters = course.select(args.chapters)
     kind = "instructor" if args.instructor else "student"
+    launch = None
+    if args.student_repo:
+        if args.instructor:
+            raise UsageError("--student-repo is for the published book, not the instructor preview")
+        launch = Launch(args.student_repo, branch=args.branch, jupyterhub_url=args.jupyterhub or "")
     start = time.perf_counter()
     print(f"Staging the {kind} book ({len(chapters)} chapter(s))")
     staged = stage(course, chapters, course.build / ("stage-instructor" if args.instructor else "stage"),
                    instructor=args.instructor)
     html = course.build / ("instructor" if args.instructor else "site") / "html"
     print(f"Building the site into {html.relative_to(course.root)}")
-    build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh)
+    build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh, launch=launch)
+    if not args.instructor:
+        release_if_stale(course, chapters)
+        publish_downloads(course, chapters, html)
+        print("Chapter downloads serve the released student notebooks")
     print(f"Done in {time.perf_counter() - start:.0f} s. Open {(html / 'index.html').relative_to(course.root)}")
     if args.instructor:
         print("This is the staff preview, with solutions and hidden tests: never publish it.")
@@ -108,6 +119,14 @@ def _report(course: Course, args: argparse.Namespace) -> int:
     return 0
 
 
+def _validate(course: Course, args: argparse.Namespace) -> int:
+    from .validate import validate
+
+    if args.timeout < 1:
+        raise UsageError("--timeout must be at least 1 second")
+    return validate(course, Path(args.notebook), timeout=args.timeout)
+
+
 WORKDIR_HELP = ("folder for nbgrader's submitted/, autograded/ and feedback/ folders and the default "
                 "gradebook (default: _build)")
 
@@ -119,6 +138,10 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("book", help="stage the student view and build the published site")
     b.add_argument("chapters", nargs="*", metavar="CHAPTER")
     b.add_argument("--instructor", action="store_true", help="staff preview with solutions (never publish)")
+    b.add_argument("--student-repo", metavar="URL",
+                   help="public repository holding _build/release/'s layout: adds Binder/Colab launch buttons")
+    b.add_argument("--branch", default="main", help="branch of --student-repo (default: main)")
+    b.add_argument("--jupyterhub", metavar="URL", help="also a JupyterHub launch button (needs nbgitpuller)")
     b.add_argument("--fresh", action="store_true", help="rebuild every page from scratch")
     b.add_argument("--lenient", action="store_true", help="do not treat Sphinx warnings as errors")
     b.set_defaults(func=_book)
@@ -149,6 +172,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--csv", help="where to write the CSV (default _build/grades.csv)")
     t.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback HTML")
     t.set_defaults(func=_report)
+
+    v = sub.add_parser("validate", help="a student's check: run a notebook and its visible tests, per exercise")
+    v.add_argument("notebook", metavar="PATH.ipynb")
+    v.add_argument("--timeout", type=int, default=60, help="time limit for each cell, seconds (default 60)")
+    v.set_defaults(func=_validate)
     return p
 
 

@@ -44,6 +44,8 @@ def site_config(course: Course, staged: Path, *, launch: Launch | None = None, l
     config = yaml.safe_load((course.root / "_config.yml").read_text())
     sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
     sphinx["nitpicky"] = True
+    # the theme's light/dark switch starts from a known mode (an unset one logs a console error)
+    sphinx.setdefault("html_context", {})["default_mode"] = "light"
     if fetch_mathjax(course.root, log=log):
         sphinx["html_static_path"] = [str(mathjax_static(course.root))]
         sphinx["mathjax_path"] = MATHJAX_ENTRY
@@ -59,16 +61,24 @@ def site_config(course: Course, staged: Path, *, launch: Launch | None = None, l
 
 def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = True,
                fresh: bool = False, launch: Launch | None = None, log=print) -> Path:
+    from jupyter_book.config import get_final_config
     from jupyter_book.sphinx import build_sphinx
 
     if fresh and out_html.exists():
         shutil.rmtree(out_html)
+    config = site_config(course, staged, launch=launch, log=log)
+    overrides = {"external_toc_path": str(staged / "_toc.yml"), "latex_individualpages": False}
+    # Thebe (live code in the page) is not used, and sphinx-thebe declares its script constants twice
+    # on Sphinx 7.4, a JavaScript error on every page: leave the extension out.
+    extensions = get_final_config(user_yaml=config, cli_config={"latex_individualpages": False},
+                                  sourcedir=staged)[0]["extensions"]
+    overrides["extensions"] = [e for e in extensions if e != "sphinx_thebe"]
     result = build_sphinx(
         str(staged),
         str(out_html),
         noconfig=True,
-        path_config=str(site_config(course, staged, launch=launch, log=log)),
-        confoverrides={"external_toc_path": str(staged / "_toc.yml"), "latex_individualpages": False},
+        path_config=str(config),
+        confoverrides=overrides,
         builder="html",
         warningiserror=strict,
         keep_going=True,

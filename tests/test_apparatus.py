@@ -144,3 +144,15 @@ def test_dependency_map_rejects_a_later_or_unknown_chapter(tmp_path):
     (root / "book" / deps.DEPENDENCIES).write_text(text.replace("ch09_flash:", "ch10_nope: []\nch09_flash:"))
     with pytest.raises(deps.BadDependencies, match="ch10_nope"):
         deps.load(copy)
+
+
+def test_links_to_pages_with_maths_in_their_title_carry_their_own_text():
+    """{doc}`ch03_scaling/scaling` prints the page title as plain text, and a title with maths
+    ("Why $\\sqrt{d_k}$") would show raw TeX: such links must give their text."""
+    titled = {ch.id for ch in CHAPTERS if "$" in deps.chapter_title(ch.notebook)}
+    assert titled, "chapters 3 and 8 have maths in their titles"
+    bare = re.compile(r"\{doc\}`(?:\.\./)?(ch\d\d_\w+)/\w+`")
+    sources = list(COURSE.book.glob("*.md")) + list(COURSE.book.rglob("*.ipynb"))
+    found = [f"{p.relative_to(COURSE.root)}: {m.group(0)}" for p in sources
+             for m in bare.finditer(p.read_text()) if m.group(1) in titled]
+    assert not found, "give these links a text, {doc}`chapter 3 <../ch03_scaling/scaling>`:\n" + "\n".join(found)

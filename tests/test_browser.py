@@ -38,10 +38,10 @@ VISIBLE_TEXT_JS = """() => {
     if (node.closest('.output') && node.tagName === 'PRE') return;
     for (const child of node.childNodes) walk(child);
   };
-  walk(document.querySelector('main') || document.body);
+  walk(document.querySelector('article') || document.body);
   return out.join(' ');
 }"""
-IMAGES_JS = """() => Array.from(document.querySelectorAll('main img')).map(img => ({
+IMAGES_JS = """() => Array.from(document.querySelectorAll('article img')).map(img => ({
   src: img.getAttribute('src'), alt: img.getAttribute('alt') || '', ok: img.complete && img.naturalWidth > 0,
   caption: (img.closest('figure') && img.closest('figure').querySelector('.caption-number'))
            ? img.closest('figure').querySelector('.caption-number').textContent.trim() : null}))"""
@@ -132,9 +132,9 @@ def test_page_renders_in_a_browser(browser, server, name):
         assert not visit.errors, "\n".join(visit.errors)
         page = visit.page
         text = page.evaluate(VISIBLE_TEXT_JS)
-        raw = sorted(set(RAW_TEX.findall(text)))
-        assert not raw, f"{name}: maths left as raw TeX: {raw}"
-        if name != "bibliography":
+        raw = [text[max(m.start() - 60, 0):m.end() + 40] for m in RAW_TEX.finditer(text)]
+        assert not raw, f"{name}: maths left as raw TeX: {raw[:5]}"
+        if name not in ("bibliography", "instructors"):
             assert page.locator("mjx-container").count() > 0, f"{name}: MathJax typeset nothing"
         images = page.evaluate(IMAGES_JS)
         for img in images:

@@ -1,0 +1,215 @@
+"""`grader validate PATH.ipynb`, the student's self-check, on chapter 4 (the quickest to run).
+
+Three notebooks are run, once each: the released stubs, the `__correct` student code (through the real
+console script), and a broken one (a wrong answer the visible tests catch, an error inside the student's
+function, an error in the student's own cell, an edited and a deleted test cell, another file name).
+Unusable input never starts a kernel.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.preprocessors import ClearOutput, ComputeChecksums
+
+from grader import samples
+from grader.cli import main
+from grader.course import Course
+from grader.validate import SETUP, VISIBLE_ONLY, Cell, Error, verdict
+from grader.view import student_view
+
+COURSE = Course.here()
+CH = COURSE.chapter("masks")
+CODE = samples.student_code(COURSE, CH)
+CORRECT = {ex: variants["correct"] for ex, variants in CODE.items()}
+GRADER = Path(sys.executable).parent / "grader"
+
+
+def released() -> nbformat.NotebookNode:
+    """The student notebook as `grader release` makes it -- nbgrader's own stripping and checksums -- in memory,
+    so that nothing is written under _build/."""
+    nb = student_view(nbformat.read(CH.notebook, as_version=4), label=CH.id)
+    nb, _ = ClearOutput().preprocess(nb, {})
+    nb, _ = ComputeChecksums().preprocess(nb, {})
+    return nb
+
+
+def validate(path: Path, *options: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["validate", str(path), *options])
+    return code, out.getvalue(), err.getvalue()
+
+
+def rows(out: str) -> dict[str, tuple[str, list[str]]]:
+    """exercise -> (verdict, the detail lines under it), read from the printed table."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    current = None
+    for line in out.splitlines():
+        m = re.match(r"^  (\w+) +(\d+)  (.+)$", line)
+        if m and m.group(1) in CODE:
+            current = m.group(1)
+            found[current] = (m.group(3), [])
+        elif current and line.startswith("    ") and line.strip():
+            found[current][1].append(line.strip())
+        else:
+            current = None
+    return found
+
+
+def cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stubs") / CH.notebook.name
+    nbformat.write(released(), path)
+    return validate(path)
+
+
+@pytest.fixture(scope="module")
+def correct(tmp_path_factory):
+    path = tmp_path_factory.mktemp("correct") / CH.notebook.name
+    nbformat.write(samples.fill(released(), CORRECT), path)
+    return subprocess.run([str(GRADER), "validate", str(path)], cwd=COURSE.root, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    nb = samples.fill(released(), {
+        **CORRECT,
+        "masked_softmax": CODE["masked_softmax"]["polarity_inverted"],  # caught by an assert of the visible test
+        "causal_attention": CODE["causal_attention"]["is_causal_and_mask"],  # torch raises inside it
+        "attention_mask": CORRECT["attention_mask"] + "\nprint(not_defined_here)\n",  # its own cell raises
+    })
+    cell(nb, "test_causal_mask").source += '\nassert False, "my own edit"'  # grading runs the original
+    nb.cells.remove(cell(nb, "test_padding_mask"))  # grading puts it back
+    path = tmp_path_factory.mktemp("broken") / "masks (1).ipynb"
+    nbformat.write(nb, path)
+    return validate(path)
+
+
+def test_the_released_stubs_are_not_yet_implemented(stubs):
+    code, out, err = stubs
+    assert code == 1, out + err
+    assert out.splitlines()[0] == "masks.ipynb — chapter 4: Masks"
+    demo = sum(c.cell_type == "code" and "demo" in c.metadata.get("tags", [])
+               for c in nbformat.read(CH.notebook, as_version=4).cells)
+    assert demo and f"{demo} cell(s) tagged demo skipped (grading skips them too)" in out
+    assert rows(out) == {ex: ("not yet implemented", []) for ex in CODE}
+    assert "0 of 5 exercises pass their visible tests" in out
+    assert "warning" not in out  # the release is untouched: no edited test cell, the right name
+
+
+def test_correct_code_passes_through_the_console_script(correct):
+    assert correct.returncode == 0, correct.stdout + correct.stderr
+    assert rows(correct.stdout) == {ex: ("passed", []) for ex in CODE}
+    lines = correct.stdout.strip().splitlines()
+    assert lines[-2:] == ["5 of 5 exercises pass their visible tests", VISIBLE_ONLY]
+    assert correct.stdout.count(VISIBLE_ONLY) == 1 and "warning" not in correct.stdout
+
+
+def test_a_wrong_answer_fails_with_its_assertion_message_and_line(broken):
+    code, out, err = broken
+    assert code == 1, out + err
+    table = rows(out)
+    assert table["masked_softmax"] == ("failed", [
+        "AssertionError: row 0 should be the softmax of [1, 2] over the two allowed keys and 0 at the masked "
+        "one, got tensor([0., 0., 1.])",
+        "in test_masked_softmax: assert torch.allclose(w_[0], torch.tensor([1 / (1 + e_), e_ / (1 + e_), 0.0])), \\",
+    ])
+    assert "2 of 5 exercises pass their visible tests" in out
+
+
+def test_an_error_inside_the_students_code_names_the_test_and_the_line(broken):
+    verdict_, detail = rows(broken[1])["causal_attention"]
+    assert verdict_ == "failed"
+    assert detail[0].startswith("RuntimeError: ") and detail[0].endswith(", raised while running test_causal_attention")
+    assert "in test_causal_attention: out_ = causal_attention(q_, k_, v_)" in detail
+    assert any(d.startswith("in your cell for causal_attention: return F.scaled_dot_product_attention(")
+               for d in detail)
+
+
+def test_an_error_in_the_exercises_own_cell_is_reported_against_it(broken):
+    assert rows(broken[1])["attention_mask"] == ("failed", [
+        "your cell for attention_mask raised NameError: name 'not_defined_here' is not defined",
+        "in your cell for attention_mask: print(not_defined_here)",
+    ])
+
+
+def test_edited_deleted_and_renamed_are_warned_and_graded_as_grading_would(broken):
+    code, out, err = broken
+    table = rows(out)
+    assert table["causal_mask"] == ("passed", [])  # the original test ran, not the edited one
+    assert table["padding_mask"] == ("passed", [])  # put back and run
+    assert out.splitlines()[0] == "masks (1).ipynb — chapter 4: Masks"
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert "warning: test_causal_mask was edited: grading restores the original, so your edits don't count " \
+           "(the original ran here)" in warnings
+    assert "warning: test_padding_mask was deleted: grading puts the original back (it ran here too)" in warnings
+    assert "warning: the notebook is named masks (1).ipynb: hand it in as masks.ipynb" in warnings
+
+
+def test_a_setup_error_is_reported_against_the_exercise_and_a_stub_elsewhere_is_named():
+    cells = [Cell(SETUP, None), Cell("your cell for f", "f"), Cell("test_f", "f"),
+             Cell("your cell for g", "g"), Cell("test_g", "g")]
+    sources = ["import torch\nimport seaborn", "def f(x):\n    return x", "assert f(1) == 1",
+               "def g(x):\n    raise NotImplementedError()", "assert g(f(1)) == 1"]
+    missing = Error("ModuleNotFoundError", "No module named 'seaborn'", [(0, 2)])
+    assert verdict("f", cells, [missing, None, None, None, None], sources) == ("failed", [
+        "the setup cell raised ModuleNotFoundError: No module named 'seaborn'", "in the setup cell: import seaborn"])
+    stub = Error("NotImplementedError", "", [(4, 1), (3, 2)])
+    assert verdict("g", cells, [None, None, None, None, stub], sources) == ("not yet implemented", [])
+    stub_in_f = Error("NotImplementedError", "", [(2, 1), (1, 2)])
+    assert verdict("f", cells, [None, None, stub_in_f, None, None], sources) == ("not yet implemented", [])
+    assert verdict("g", cells, [None, None, None, None, Error("NotImplementedError", "", [(4, 1), (1, 2)])],
+                   sources) == ("not yet implemented", ["(raised in your cell for f, which test_g uses)"])
+
+
+def _unusable(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    whole = nbformat.writes(released())
+    (tmp_path / "corrupt.ipynb").write_text(whole[: len(whole) // 2])
+    (tmp_path / "utf16.ipynb").write_bytes(b"\xff\xfe" + whole.encode("utf-16-le"))
+    (tmp_path / "hello.ipynb").write_text('{"hello": "world"}')
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hi')")]),
+                   tmp_path / "mine.ipynb")
+    (tmp_path / "folder").mkdir()
+    return {
+        "corrupt": (tmp_path / "corrupt.ipynb", "corrupt.ipynb is not valid JSON"),
+        "utf16": (tmp_path / "utf16.ipynb", "utf16.ipynb is not UTF-8 text"),
+        "not a notebook": (tmp_path / "hello.ipynb", "hello.ipynb is JSON but not a notebook"),
+        "no course cells": (tmp_path / "mine.ipynb", "mine.ipynb has none of the course's exercise or test cells"),
+        "a folder": (tmp_path / "folder", "is a folder"),
+        "missing": (tmp_path / "nope.ipynb", "no such file"),
+    }
+
+
+@pytest.mark.parametrize("case", ["corrupt", "utf16", "not a notebook", "no course cells", "a folder", "missing"])
+def test_unusable_input_is_one_clear_line(tmp_path, case):
+    path, words = _unusable(tmp_path)[case]
+    code, out, err = validate(path)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("grader: error: ") and words in err, err
+    assert "Traceback" not in err
+
+
+def test_unusable_input_through_the_console_script(tmp_path):
+    path, words = _unusable(tmp_path)["corrupt"]
+    result = subprocess.run([str(GRADER), "validate", str(path)], cwd=COURSE.root, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1 and words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_timeout_must_be_positive(tmp_path):
+    code, out, err = validate(tmp_path / "x.ipynb", "--timeout", "0")
+    assert code == 2 and "--timeout must be at least 1 second" in err
