@@ -94,7 +94,7 @@ def test_appendix_collects_every_chapters_mistakes(notebooks):
         boxes = [c.source for c in notebooks[ch.id].cells
                  if c.cell_type == "markdown" and "Common mistakes in popular explanations" in c.source]
         assert len(boxes) == 1, f"{ch.id}: one box of common mistakes expected"
-        assert f"{{ref}}`mistakes-{ch.slug}`" in boxes[0], f"{ch.id}: the box should link to the appendix"
+        assert re.search(rf"\{{ref\}}`[^`<]+<mistakes-{ch.slug}>`", boxes[0]), f"{ch.id}: the box should link to the appendix"
     code = [c.source for c in appendix.cells if c.cell_type == "code"]
     assert sum("assert" in src for src in code) >= 2 * len(CHAPTERS), "each mistake needs a check to run"
     for src in code:
@@ -146,13 +146,18 @@ def test_dependency_map_rejects_a_later_or_unknown_chapter(tmp_path):
         deps.load(copy)
 
 
-def test_links_to_pages_with_maths_in_their_title_carry_their_own_text():
-    """{doc}`ch03_scaling/scaling` prints the page title as plain text, and a title with maths
-    ("Why $\\sqrt{d_k}$") would show raw TeX: such links must give their text."""
+def test_links_to_titles_with_maths_carry_their_own_text():
+    """{doc}`ch03_scaling/scaling` or {ref}`label` prints the target's title as plain text, and a title
+    with maths ("Why $\\sqrt{d_k}$") would show raw TeX: such links must give their own text."""
+    sources = list(COURSE.book.glob("*.md")) + list(COURSE.book.rglob("*.ipynb"))
+    texts = {p: (markdown(nbformat.read(p, as_version=4)) if p.suffix == ".ipynb" else p.read_text()) for p in sources}
     titled = {ch.id for ch in CHAPTERS if "$" in deps.chapter_title(ch.notebook)}
     assert titled, "chapters 3 and 8 have maths in their titles"
-    bare = re.compile(r"\{doc\}`(?:\.\./)?(ch\d\d_\w+)/\w+`")
-    sources = list(COURSE.book.glob("*.md")) + list(COURSE.book.rglob("*.ipynb"))
-    found = [f"{p.relative_to(COURSE.root)}: {m.group(0)}" for p in sources
-             for m in bare.finditer(p.read_text()) if m.group(1) in titled]
+    labels = {m.group(1) for text in texts.values()
+              for m in re.finditer(r"^\(([\w-]+)\)=\s*\n#+ [^\n]*\$", text, re.M)}
+    assert "mistakes-scaling" in labels
+    found = []
+    for path, text in texts.items():
+        found += [m.group(0) for m in re.finditer(r"\{doc\}`(?:\.\./)?(ch\d\d_\w+)/\w+`", text) if m.group(1) in titled]
+        found += [m.group(0) for m in re.finditer(r"\{ref\}`([\w-]+)`", text) if m.group(1) in labels]
     assert not found, "give these links a text, {doc}`chapter 3 <../ch03_scaling/scaling>`:\n" + "\n".join(found)
