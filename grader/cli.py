@@ -5,10 +5,11 @@
     grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N] [--timeout S] [--memory GB]
                      [--dry-run] [--db URL] [--workdir DIR]
     grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
-    grader validate PATH.ipynb [--timeout S]
+    grader validate PATH.ipynb [--timeout S] [--student]
 
 Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
-in one line, without a traceback.
+in one line, without a traceback. ``validate`` also works without the course repository (student mode,
+``python -m grader validate`` in the released student repository, which carries this package).
 """
 
 from __future__ import annotations
@@ -119,12 +120,24 @@ def _report(course: Course, args: argparse.Namespace) -> int:
     return 0
 
 
-def _validate(course: Course, args: argparse.Namespace) -> int:
+def _validate(course: Course | None, args: argparse.Namespace) -> int:
     from .validate import validate
 
     if args.timeout < 1:
         raise UsageError("--timeout must be at least 1 second")
     return validate(course, Path(args.notebook), timeout=args.timeout)
+
+
+def _course(args: argparse.Namespace) -> Course | None:
+    """The course repository; for ``validate`` None (student mode) with --student or outside the repository."""
+    if args.command != "validate":
+        return Course.here()
+    if args.student:
+        return None
+    try:
+        return Course.here()
+    except UsageError:  # a student's folder: the notebook alone is checked
+        return None
 
 
 WORKDIR_HELP = ("folder for nbgrader's submitted/, autograded/ and feedback/ folders and the default "
@@ -176,6 +189,9 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="a student's check: run a notebook and its visible tests, per exercise")
     v.add_argument("notebook", metavar="PATH.ipynb")
     v.add_argument("--timeout", type=int, default=60, help="time limit for each cell, seconds (default 60)")
+    v.add_argument("--student", action="store_true",
+                   help="check the notebook against its own test cells, as a student without the course "
+                        "repository does (the default outside the repository)")
     v.set_defaults(func=_validate)
     return p
 
@@ -183,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(Course.here(), args)
+        return args.func(_course(args), args)
     except UsageError as exc:
         print(f"grader: error: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from .course import Chapter, Course, GraderError, Workspace
@@ -38,6 +39,9 @@ numpy
 matplotlib
 seaborn
 jupyterlab
+# `python -m grader validate` (the grader/ folder): runs a notebook as grading does
+nbgrader
+nbclient
 """
 
 STUDENT_README = """\
@@ -48,6 +52,11 @@ One folder per chapter, each with the chapter's notebook. In each notebook, repl
 notebook in under its original name. The book, with the explanations, is published by your instructor.
 
 Install what the notebooks need with `pip install -r requirements.txt`.
+
+Check your notebook before handing it in: `python -m grader validate ch04_masks/masks.ipynb`, run in
+this folder, runs it as grading does (a fresh kernel, the cells tagged `demo` skipped) and prints, per
+exercise, `passed`, `not yet implemented`, `failed` with the error and the failing line, or `test missing`,
+and warns about edited or deleted test cells. Passing it means the visible tests pass, not the hidden ones.
 """
 
 
@@ -57,6 +66,16 @@ def write_student_repo_files(course: Course) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "requirements.txt").write_text(STUDENT_REQUIREMENTS)
     (out / "README.md").write_text(STUDENT_README)
+    copy_grader(out / "grader")
+
+
+def copy_grader(dest: Path) -> None:
+    """The ``grader`` package's modules (``*.py`` only, no caches), for ``python -m grader validate``. It
+    holds no solution and no hidden test: those live in ``book/`` and ``solutions/``."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for module in sorted(Path(__file__).parent.glob("*.py")):
+        shutil.copyfile(module, dest / module.name)
 
 
 def release_if_stale(course: Course, chapters: list[Chapter], log=print) -> None:

@@ -1,12 +1,24 @@
 """``grader validate PATH.ipynb``: a student's check of their notebook before handing it in.
 
 The notebook runs the way grading runs it: a fresh kernel in the notebook's folder, the cells tagged
-``demo`` skipped, and the instructor's visible test cells in place of the student's copies (an edited or
-deleted test cell is put back, by the same :func:`grader.verdict.plan` that grading uses). Every cell
-runs, also after an error, each under a time limit. Then each exercise gets one verdict -- passed, not
-yet implemented, or failed with the error and the failing line -- and the notebook's own problems
-(edited or deleted test cells, another file name) are listed as warnings. Only the visible tests run
-here: the hidden tests that decide the grade try more cases.
+``demo`` skipped, every graded test cell placed by the same :func:`grader.verdict.plan` that grading uses.
+Every cell runs, also after an error, each under a time limit. Then each exercise gets one verdict --
+passed, not yet implemented, or failed with the error and the failing line -- and the notebook's own
+problems (edited or deleted test cells, another file name) are listed as warnings. Only the visible tests
+run here: the hidden tests that decide the grade try more cases.
+
+Two modes, one code path; only where the test cells come from differs:
+
+* **course mode** (inside the course repository): the instructor's visible test cells, from the chapter's
+  source notebook, replace the student's copies, so an edited or deleted test cell is put back as grading
+  puts it back;
+* **student mode** (outside it, where students work, or with ``--student``): the notebook is all there
+  is, so its exercises and test cells are read from its own nbgrader metadata and its own test cells run.
+  An edited test cell ran as edited and a deleted one could not run: both are warned about, and an
+  exercise without its test cell gets the verdict ``test missing``.
+
+Nothing here reads ``solutions/`` or the hidden tests: the ``grader`` package is published with the
+student notebooks (``grader release``) so that ``python -m grader validate`` works there.
 """
 
 from __future__ import annotations
@@ -22,7 +34,7 @@ from nbclient.exceptions import DeadKernelError
 from nbgrader.utils import compute_checksum
 
 from .cells import exercises, nbgrader_meta, split_hidden
-from .course import Chapter, Course, GraderError, UsageError
+from .course import CHAPTER_DIR, Chapter, Course, GraderError, UsageError
 from .execute import QUIET_KERNEL
 from .intake import Rejected, _read, grade_ids
 from .scoring import SKIPPED, SkipDemoCells
@@ -31,6 +43,9 @@ from .verdict import Kit, Plan, TestCell, plan
 TIMEOUT, DIED = "Timeout", "DeadKernelError"
 SETUP = "the setup cell"
 VISIBLE_ONLY = "visible tests only: the hidden tests that decide the grade try more cases"
+STUDENT_MODE = ("Student mode (no course repository here): the notebook's own test cells run; grading runs "
+                "the original ones")
+TEST_MISSING = "test missing"
 FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")
 MESSAGE_LINES = 6
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -56,8 +71,40 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
         raise UsageError(str(exc)) from None
 
 
-def chapter_of(course: Course, nb: nbformat.NotebookNode, path: Path) -> tuple[Chapter, nbformat.NotebookNode]:
-    """The chapter whose graded cells the notebook shares most, with that chapter's source notebook."""
+@dataclass
+class Reference:
+    """What a notebook is checked against: grading's test cells (course mode) or its own (student mode)."""
+
+    kit: Kit  # the test cells that run, by grade_id
+    exercises: list[str]  # in the notebook's order
+    heading: str  # "chapter 4: Masks", or "Masks" when the chapter's number is unknown
+    hand_in_as: str | None  # the file name grading expects; None when unknown
+    restores: bool  # course mode: grading's original test cells replace the notebook's
+    missing: dict[str, str]  # grade_id -> exercise of each test cell the notebook lacks
+
+
+def tests_of(chapter: Chapter | None, nb: nbformat.NotebookNode) -> tuple[Kit, list[str]]:
+    """The notebook's exercises and the visible part of their test cells (hidden checks stay with grading).
+    Of duplicated test cells the first counts, as :func:`grader.verdict.plan` runs it in the first's place."""
+    tests: dict[str, TestCell] = {}
+    found = exercises(nb)
+    for ex in found:
+        for cell in ex.tests:
+            meta = nbgrader_meta(cell)
+            tests.setdefault(meta["grade_id"], TestCell(meta["grade_id"], ex.name, float(meta.get("points", 0)),
+                                                        split_hidden(cell.source)[0], dict(cell.metadata)))
+    names = list(dict.fromkeys(ex.name for ex in found))
+    return Kit(chapter, tests, set(names)), names  # chapter: None in student mode (nothing here reads it)
+
+
+def title_of(nb: nbformat.NotebookNode, default: str) -> str:
+    """The notebook's first ``# `` heading."""
+    return next((ln[2:].strip() for c in nb.cells if c.cell_type == "markdown"
+                 for ln in c.source.splitlines() if ln.startswith("# ")), default)
+
+
+def course_reference(course: Course, nb: nbformat.NotebookNode, path: Path) -> Reference:
+    """The chapter whose graded cells the notebook shares most: its source notebook's visible tests."""
     ids = grade_ids(nb)
     best, best_shared = None, 0
     for ch in course.chapters():
@@ -68,40 +115,64 @@ def chapter_of(course: Course, nb: nbformat.NotebookNode, path: Path) -> tuple[C
     if best is None:
         raise UsageError(f"{path.name} has none of the course's exercise or test cells "
                          "(was it made from a released notebook?)")
-    return best
+    chapter, source = best
+    kit, names = tests_of(chapter, source)
+    present = grade_ids(nb)
+    return Reference(kit, names, f"chapter {chapter.number}: {title_of(source, chapter.slug)}",
+                     chapter.notebook.name, restores=True,
+                     missing={g: t.exercise for g, t in kit.tests.items() if g not in present})
 
 
-def instructor_tests(chapter: Chapter, source: nbformat.NotebookNode) -> Kit:
-    """The chapter's visible tests, as grading restores them (no hidden checks: they stay with grading)."""
-    tests = {}
-    for ex in exercises(source):
-        for cell in ex.tests:
-            meta = nbgrader_meta(cell)
-            tests[meta["grade_id"]] = TestCell(meta["grade_id"], ex.name, float(meta.get("points", 0)),
-                                               split_hidden(cell.source)[0], dict(cell.metadata))
-    return Kit(chapter, tests, {ex.name for ex in exercises(source)})
+def chapter_number(path: Path) -> int | None:
+    """The chapter's number, when the released notebook's folder (``ch04_masks/``) or name tells it."""
+    for name in (path.resolve().parent.name, path.stem):
+        m = CHAPTER_DIR.match(name)
+        if m:
+            return int(m.group(1))
+    return None
 
 
-def notebook_warnings(nb: nbformat.NotebookNode, kit: Kit, path: Path) -> list[str]:
+def own_reference(nb: nbformat.NotebookNode, path: Path) -> Reference:
+    """Student mode: the notebook's own exercises and test cells, from the nbgrader metadata that the
+    released notebook carries. A test cell is named ``test_<exercise>``; one the notebook lacks cannot run."""
+    try:
+        kit, names = tests_of(None, nb)
+    except (KeyError, TypeError, ValueError, AttributeError):  # grading reads the source's, never these
+        raise UsageError(f"{path.name} has damaged nbgrader metadata on its exercise or test cells "
+                         "(start again from the released notebook, keeping your code)") from None
+    if not names:
+        raise UsageError(f"{path.name} has no exercise cells (no nbgrader metadata on its cells: "
+                         "was it made from a released notebook?)")
+    tested = {t.exercise for t in kit.tests.values()}
+    number = chapter_number(path)
+    title = title_of(nb, path.stem)
+    return Reference(kit, names, f"chapter {number}: {title}" if number is not None else title,
+                     hand_in_as=None, restores=False,
+                     missing={f"test_{name}": name for name in names if name not in tested})
+
+
+def notebook_warnings(nb: nbformat.NotebookNode, ref: Reference, path: Path) -> list[str]:
     found = []
-    if path.name != kit.chapter.notebook.name:
-        found.append(f"the notebook is named {path.name}: hand it in as {kit.chapter.notebook.name}")
-    present = set()
+    if ref.hand_in_as and path.name != ref.hand_in_as:
+        found.append(f"the notebook is named {path.name}: hand it in as {ref.hand_in_as}")
     for cell in nb.cells:
         meta = nbgrader_meta(cell)
         grade_id = meta.get("grade_id")
-        if grade_id not in kit.tests:
+        if grade_id not in ref.kit.tests:
             continue
-        present.add(grade_id)
         try:
             edited = "checksum" in meta and compute_checksum(cell) != meta["checksum"]
         except Exception:  # metadata too damaged to checksum: certainly not as released
             edited = True
-        if edited:
+        if edited and ref.restores:
             found.append(f"{grade_id} was edited: grading restores the original, so your edits don't count "
                          "(the original ran here)")
-    for grade_id in kit.tests.keys() - present:
-        found.append(f"{grade_id} was deleted: grading puts the original back (it ran here too)")
+        elif edited:
+            found.append(f"{grade_id} was edited: grading restores the original, so this check ran your "
+                         "edited version; undo your edits")
+    for grade_id in ref.missing:
+        found.append(f"{grade_id} was deleted: grading puts the original back (it ran here too)" if ref.restores
+                     else f"{grade_id} is missing: grading puts the original back; this check could not run it")
     return found
 
 
@@ -207,28 +278,34 @@ def verdict(name: str, cells: list[Cell], results: list, sources: list[str]) -> 
     return "failed", explain(error, failure, cells, sources)
 
 
-def validate(course: Course, path: Path, *, timeout: int = 60, out=print) -> int:
+def validate(course: Course | None, path: Path, *, timeout: int = 60, out=print) -> int:
+    """Check the notebook at ``path``: against the course's test cells, or (``course=None``, student mode)
+    against its own. 0: every exercise passes its visible tests; 1: not all do."""
     nb = read_notebook(path)
-    chapter, source = chapter_of(course, nb, path)
-    kit = instructor_tests(chapter, source)
-    title = next((ln[2:].strip() for c in source.cells if c.cell_type == "markdown"
-                  for ln in c.source.splitlines() if ln.startswith("# ")), chapter.slug)
-    out(f"{path.name} — chapter {chapter.number}: {title}")
-    warnings = notebook_warnings(nb, kit, path)
+    ref = course_reference(course, nb, path) if course is not None else own_reference(nb, path)
+    kit = ref.kit
+    out(f"{path.name} — {ref.heading}")
+    warnings = notebook_warnings(nb, ref, path)
 
     skipped, _ = SkipDemoCells().preprocess(copy.deepcopy(nb), {})
     demo = sum(c.cell_type == "code" and c.source == SKIPPED for c in skipped.cells)
     out(f"Running it as grading does: a fresh kernel in {path.resolve().parent}, {demo} cell(s) tagged demo "
         "skipped (grading skips them too) ...")
+    if not ref.restores:
+        out(STUDENT_MODE)
     the_plan = plan(kit, nb)
     sources = [planned["source"] for planned in the_plan.cells]
     results = run_cells(sources, path.resolve().parent, timeout)
     cells = roles(the_plan, nb, kit)
 
     rows = []
-    for ex in exercises(source):
-        points = sum(t.points for t in kit.tests.values() if t.exercise == ex.name)
-        rows.append((ex.name, points, *verdict(ex.name, cells, results, sources)))
+    untested = set() if ref.restores else set(ref.missing.values())
+    for name in ref.exercises:
+        points = sum(t.points for t in kit.tests.values() if t.exercise == name)
+        result, detail = verdict(name, cells, results, sources)
+        if name in untested:  # whatever its own cell did, no test of it ran
+            result, points, detail = TEST_MISSING, None, detail if result == "failed" else []
+        rows.append((name, points, result, detail))
     others = [(cell, result) for cell, result in zip(cells, results)  # the book's examples between exercises
               if cell.exercise is None and cell.label != SETUP and isinstance(result, Error)
               and result.name != "NotImplementedError"]  # a stub's error is no news
@@ -242,7 +319,7 @@ def validate(course: Course, path: Path, *, timeout: int = 60, out=print) -> int
     out("")
     out(f"  {'exercise':<{width}}  points  result")
     for name, points, result, detail in rows:
-        out(f"  {name:<{width}}  {points:>6g}  {result}")
+        out(f"  {name:<{width}}  {'?' if points is None else format(points, 'g'):>6}  {result}")
         for line in detail:
             out(f"  {'':<{width}}          {line}")
     out("")

@@ -94,7 +94,8 @@ def test_appendix_collects_every_chapters_mistakes(notebooks):
         boxes = [c.source for c in notebooks[ch.id].cells
                  if c.cell_type == "markdown" and "Common mistakes in popular explanations" in c.source]
         assert len(boxes) == 1, f"{ch.id}: one box of common mistakes expected"
-        assert re.search(rf"\{{ref\}}`[^`<]+<mistakes-{ch.slug}>`", boxes[0]), f"{ch.id}: the box should link to the appendix"
+        assert re.search(rf"\{{ref\}}`[^`<]+<mistakes-{ch.slug}>`", boxes[0]), \
+            f"{ch.id}: the box should link to the appendix"
     code = [c.source for c in appendix.cells if c.cell_type == "code"]
     assert sum("assert" in src for src in code) >= 2 * len(CHAPTERS), "each mistake needs a check to run"
     for src in code:
@@ -157,7 +158,7 @@ def test_links_to_titles_with_maths_carry_their_own_text():
               for m in re.finditer(r"^\(([\w-]+)\)=\s*\n#+ [^\n]*\$", text, re.M)}
     assert "mistakes-scaling" in labels
     found = []
-    for path, text in texts.items():
+    for text in texts.values():
         found += [m.group(0) for m in re.finditer(r"\{doc\}`(?:\.\./)?(ch\d\d_\w+)/\w+`", text) if m.group(1) in titled]
         found += [m.group(0) for m in re.finditer(r"\{ref\}`([\w-]+)`", text) if m.group(1) in labels]
     assert not found, "give these links a text, {doc}`chapter 3 <../ch03_scaling/scaling>`:\n" + "\n".join(found)

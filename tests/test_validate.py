@@ -1,14 +1,17 @@
 """`grader validate PATH.ipynb`, the student's self-check, on chapter 4 (the quickest to run).
 
-Three notebooks are run, once each: the released stubs, the `__correct` student code (through the real
-console script), and a broken one (a wrong answer the visible tests catch, an error inside the student's
-function, an error in the student's own cell, an edited and a deleted test cell, another file name).
-Unusable input never starts a kernel.
+Course mode (inside the repository) runs three notebooks, once each: the released stubs, the `__correct`
+student code (through the real console script), and a broken one (a wrong answer the visible tests catch,
+an error inside the student's function, an error in the student's own cell, an edited and a deleted test
+cell, another file name). Student mode (no repository: the notebook's own test cells) runs the released
+stubs in a student repository made by `write_student_repo_files`, through its copy of the package alone,
+the same broken notebook, and a one-exercise notebook that passes. Unusable input never starts a kernel.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -22,7 +25,8 @@ from nbgrader.preprocessors import ClearOutput, ComputeChecksums
 from grader import samples
 from grader.cli import main
 from grader.course import Course
-from grader.validate import SETUP, VISIBLE_ONLY, Cell, Error, verdict
+from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, write_student_repo_files
+from grader.validate import SETUP, STUDENT_MODE, VISIBLE_ONLY, Cell, Error, verdict
 from grader.view import student_view
 
 COURSE = Course.here()
@@ -53,7 +57,7 @@ def rows(out: str) -> dict[str, tuple[str, list[str]]]:
     found: dict[str, tuple[str, list[str]]] = {}
     current = None
     for line in out.splitlines():
-        m = re.match(r"^  (\w+) +(\d+)  (.+)$", line)
+        m = re.match(r"^  (\w+) +(\d+|\?)  (.+)$", line)
         if m and m.group(1) in CODE:
             current = m.group(1)
             found[current] = (m.group(3), [])
@@ -84,7 +88,7 @@ def correct(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def broken(tmp_path_factory):
+def broken_notebook(tmp_path_factory) -> Path:
     nb = samples.fill(released(), {
         **CORRECT,
         "masked_softmax": CODE["masked_softmax"]["polarity_inverted"],  # caught by an assert of the visible test
@@ -95,7 +99,12 @@ def broken(tmp_path_factory):
     nb.cells.remove(cell(nb, "test_padding_mask"))  # grading puts it back
     path = tmp_path_factory.mktemp("broken") / "masks (1).ipynb"
     nbformat.write(nb, path)
-    return validate(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def broken(broken_notebook):
+    return validate(broken_notebook)
 
 
 def test_the_released_stubs_are_not_yet_implemented(stubs):
@@ -193,10 +202,13 @@ def _unusable(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     }
 
 
+@pytest.mark.parametrize("mode", ["course", "student"])
 @pytest.mark.parametrize("case", ["corrupt", "utf16", "not a notebook", "no course cells", "a folder", "missing"])
-def test_unusable_input_is_one_clear_line(tmp_path, case):
+def test_unusable_input_is_one_clear_line(tmp_path, case, mode):
     path, words = _unusable(tmp_path)[case]
-    code, out, err = validate(path)
+    if mode == "student" and case == "no course cells":
+        words = "mine.ipynb has no exercise cells (no nbgrader metadata on its cells"
+    code, out, err = validate(path, *(["--student"] if mode == "student" else []))
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("grader: error: ") and words in err, err
     assert "Traceback" not in err
@@ -213,3 +225,118 @@ def test_unusable_input_through_the_console_script(tmp_path):
 def test_timeout_must_be_positive(tmp_path):
     code, out, err = validate(tmp_path / "x.ipynb", "--timeout", "0")
     assert code == 2 and "--timeout must be at least 1 second" in err
+
+
+# ---------------------------------------------------------------------------------------------------
+# student mode: no course repository, the notebook's own test cells
+
+# `python -m grader` as a student runs it, with `solutions` made unimportable (the venv's editable install
+# would otherwise provide it): the copy of the package in the student repository must be enough
+AS_A_STUDENT = """
+import importlib.abc, runpy, sys
+class NoSolutions(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "solutions":
+            raise ModuleNotFoundError(f"No module named {name!r} (a student has no solutions)")
+sys.meta_path.insert(0, NoSolutions())
+try:
+    runpy.run_module("grader", run_name="__main__", alter_sys=True)
+finally:
+    import grader
+    print("grader from", grader.__file__, "solutions imported:", "solutions" in sys.modules, file=sys.stderr)
+"""
+
+
+@pytest.fixture(scope="module")
+def student_repo(tmp_path_factory) -> Path:
+    """``_build/release/`` as `grader release` lays it out, outside the course: the student repository."""
+    root = tmp_path_factory.mktemp("student")
+    write_student_repo_files(Course(root))
+    repo = root / "_build" / "release"
+    (repo / CH.id).mkdir()
+    nbformat.write(released(), repo / CH.id / CH.notebook.name)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def student_stubs(student_repo):
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_ROOT", "PYTHONPATH")}
+    return subprocess.run([sys.executable, "-c", AS_A_STUDENT, "validate", f"{CH.id}/{CH.notebook.name}"],
+                          cwd=student_repo, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_release_ships_the_grader_package_and_says_how_to_validate(student_repo):
+    copied = student_repo / "grader"
+    assert sorted(p.name for p in copied.iterdir()) == sorted(p.name for p in (COURSE.root / "grader").glob("*.py"))
+    for module in copied.iterdir():
+        assert module.read_bytes() == (COURSE.root / "grader" / module.name).read_bytes()
+    assert (student_repo / "README.md").read_text() == STUDENT_README
+    assert "python -m grader validate ch04_masks/masks.ipynb" in STUDENT_README
+    requirements = (student_repo / "requirements.txt").read_text()
+    assert requirements == STUDENT_REQUIREMENTS and {"nbgrader", "nbclient"} <= set(requirements.splitlines())
+    assert not (student_repo.parent.parent / "nbgrader_config.py").exists()  # not a course: student mode
+
+
+def test_student_mode_runs_the_released_stubs_with_the_copied_package_alone(student_repo, student_stubs):
+    out, err = student_stubs.stdout, student_stubs.stderr
+    assert student_stubs.returncode == 1, out + err
+    assert f"grader from {student_repo / 'grader' / '__init__.py'} solutions imported: False" in err
+    lines = out.splitlines()
+    assert lines[0] == "masks.ipynb — chapter 4: Masks"  # the number from the folder, the title from the notebook
+    assert lines[1].startswith(f"Running it as grading does: a fresh kernel in {student_repo / CH.id}, ")
+    assert lines[2] == STUDENT_MODE
+    assert rows(out) == {ex: ("not yet implemented", []) for ex in CODE}
+    assert re.search(r"^  masked_softmax +3  not yet implemented$", out, re.M)  # points from the notebook
+    assert lines[-2:] == ["0 of 5 exercises pass their visible tests", VISIBLE_ONLY]
+    assert "warning" not in out
+
+
+@pytest.fixture(scope="module")
+def broken_as_a_student(broken_notebook):
+    return validate(broken_notebook, "--student")
+
+
+def test_student_mode_runs_the_edited_test_and_cannot_run_a_deleted_one(broken_as_a_student):
+    code, out, err = broken_as_a_student
+    assert code == 1, out + err
+    assert out.splitlines()[0] == "masks (1).ipynb — Masks"  # no chapter folder, no chapter number
+    table = rows(out)
+    assert table["causal_mask"] == ("failed", [  # the edited test ran, as edited
+        "AssertionError: my own edit", 'in test_causal_mask: assert False, "my own edit"'])
+    assert table["padding_mask"] == ("test missing", [])
+    assert re.search(r"^  padding_mask +\?  test missing$", out, re.M)
+    assert table["masked_softmax"][0] == table["causal_attention"][0] == table["attention_mask"][0] == "failed"
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: test_causal_mask was edited: grading restores the original, so this check ran your edited "
+        "version; undo your edits",
+        "warning: test_padding_mask is missing: grading puts the original back; this check could not run it",
+    ]  # and no word on the file's name: student mode does not know it
+    assert "0 of 5 exercises pass their visible tests" in out
+
+
+def test_student_mode_passes_a_finished_notebook(tmp_path):
+    solution = nbformat.v4.new_code_cell("def double(x):\n    return 2 * x", metadata={"nbgrader": {
+        "grade": False, "grade_id": "double", "locked": False, "schema_version": 3, "solution": True}})
+    test = nbformat.v4.new_code_cell("assert double(2) == 4", metadata={"nbgrader": {
+        "grade": True, "grade_id": "test_double", "locked": True, "points": 2, "schema_version": 3,
+        "solution": False}})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Doubling\n\nText."), solution, test])
+    nb, _ = ComputeChecksums().preprocess(nb, {})
+    (tmp_path / "ch11_double").mkdir()
+    nbformat.write(nb, tmp_path / "ch11_double" / "double.ipynb")
+    code, out, err = validate(tmp_path / "ch11_double" / "double.ipynb", "--student")
+    assert code == 0, out + err
+    assert out.splitlines()[0] == "double.ipynb — chapter 11: Doubling"
+    assert re.search(r"^  double +2  passed$", out, re.M) and "1 of 1 exercises pass their visible tests" in out
+    assert "warning" not in out
+
+
+def test_student_mode_refuses_damaged_metadata_in_one_line(tmp_path):
+    nb = released()
+    del cell(nb, "test_causal_mask").metadata.nbgrader["grade_id"]
+    cell(nb, "causal_mask").metadata.nbgrader.pop("grade_id")
+    nbformat.write(nb, tmp_path / "masks.ipynb")
+    code, out, err = validate(tmp_path / "masks.ipynb", "--student")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "masks.ipynb has damaged nbgrader metadata" in err
