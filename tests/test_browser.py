@@ -41,6 +41,12 @@ VISIBLE_TEXT_JS = """() => {
   walk(document.querySelector('article') || document.body);
   return out.join(' ');
 }"""
+# Display equations wider than the text column (their right part hides behind a scrollbar), and TeX errors.
+WIDE_MATHS_JS = """() => Array.from(document.querySelectorAll('article mjx-container[display="true"]')).map(m => {
+  const box = m.closest('.math-wrapper') || m.parentElement;
+  return {over: m.scrollWidth - box.clientWidth,
+          text: (m.querySelector('mjx-assistive-mml') || m).textContent.slice(0, 60)};
+}).filter(x => x.over > 1)"""
 IMAGES_JS = """() => Array.from(document.querySelectorAll('article img')).map(img => ({
   src: img.getAttribute('src'), alt: img.getAttribute('alt') || '', ok: img.complete && img.naturalWidth > 0,
   caption: (img.closest('figure') && img.closest('figure').querySelector('.caption-number'))
@@ -136,6 +142,9 @@ def test_page_renders_in_a_browser(browser, server, name):
         assert not raw, f"{name}: maths left as raw TeX: {raw[:5]}"
         if name not in ("bibliography", "instructors"):
             assert page.locator("mjx-container").count() > 0, f"{name}: MathJax typeset nothing"
+        assert page.locator("mjx-merror").count() == 0, f"{name}: MathJax reports a TeX error"
+        wide = page.evaluate(WIDE_MATHS_JS)
+        assert not wide, f"{name}: equations wider than the text column at 1280 px (break them over lines): {wide}"
         images = page.evaluate(IMAGES_JS)
         for img in images:
             assert img["ok"], f"{name}: image {img['src']} did not load"
