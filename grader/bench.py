@@ -11,6 +11,7 @@ asserts nothing.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from . import redteam, samples
 from .autograde import autograde
 from .cells import nbgrader_meta
 from .course import Course, GraderError, Workspace
-from .execute import QUIET_KERNEL
+from .execute import KERNEL_ENV, QUIET_KERNEL
 from .nbgrader_run import nbgrader
 from .release import release
 from .report import collect
@@ -46,7 +47,7 @@ def bench(course: Course, names: list[str]) -> list[dict]:
         nb = nbformat.read(ch.notebook, as_version=4)
         start = time.perf_counter()
         NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True, extra_arguments=QUIET_KERNEL,
-                       resources={"metadata": {"path": str(ch.folder)}}).execute()
+                       resources={"metadata": {"path": str(ch.folder)}}).execute(env={**os.environ, **KERNEL_ENV})
         wall = time.perf_counter() - start
         per_cell = [(_seconds(c), i) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
         tests = sum(_seconds(c) for c in nb.cells if nbgrader_meta(c).get("grade"))
@@ -171,7 +172,6 @@ def red_team() -> int:
 
 
 def _timed(cmd: list[str], root: Path) -> float:
-    import os
     import subprocess
 
     start = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import nbformat
@@ -13,6 +14,10 @@ from .course import GraderError
 
 # ipykernel warns on every start that its local TCP sockets are unencrypted; that is noise here
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
+# One intra-op thread per kernel. The demos use small tensors, where threads gain little, and on a busy
+# machine (CI, parallel jobs) OpenMP threads that compete for the cores make a chapter 10x slower:
+# chapter 6 took 151 s instead of 18 s with one other process running.
+KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 class ExecutionFailed(GraderError):
@@ -36,7 +41,7 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, *, label: str, timeout: int = 
                             record_timing=False, extra_arguments=QUIET_KERNEL,
                             resources={"metadata": {"path": str(cwd)}})
     try:
-        client.execute()
+        client.execute(env={**os.environ, **KERNEL_ENV})
     except CellTimeoutError as exc:
         raise ExecutionFailed(f"{label}: a cell ran longer than {timeout} s ({exc})") from None
     except DeadKernelError as exc:
