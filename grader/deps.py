@@ -103,7 +103,7 @@ def draw(course: Course, deps: dict[str, list[str]]) -> bytes:
     columns: dict[int, list[str]] = {}
     for ch in deps:
         columns.setdefault(level[ch], []).append(ch)
-    width, height = 2.6, 0.9
+    width, height = 2.9, 1.15
     pos = _layout(deps, columns, width + 0.9, height + 0.6)
     fig, ax = plt.subplots(figsize=(2.1 * len(columns) + 1, 1.25 * max(map(len, columns.values())) + 1))
     # Okabe-Ito blue for the boxes: readable with every common colour-vision deficiency, dark text on it
@@ -113,9 +113,9 @@ def draw(course: Course, deps: dict[str, list[str]]) -> bytes:
         title = chapter_title(chapters[ch].notebook)
         words, lines = title.split(), [""]
         for w in words:
-            lines[-1:] = [lines[-1] + " " + w] if len(lines[-1] + w) < 21 else [lines[-1], w]
+            lines[-1:] = [lines[-1] + " " + w] if len(lines[-1] + w) < 17 else [lines[-1], w]
         ax.text(x, y, f"{chapters[ch].number}. " + "\n".join(s.strip() for s in lines).strip(),
-                ha="center", va="center", fontsize=9)
+                ha="center", va="center", fontsize=12.5)
     for ch, reqs in deps.items():
         for req in reqs:
             (x0, y0), (x1, y1) = pos[req], pos[ch]
