@@ -21,6 +21,8 @@ import solutions.cases.backprop as cases_mod
 from grader import cells
 from grader.checks import CheckFailed, parse_checks, run_local
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch07_backprop" / "backprop.ipynb"
 EXERCISES = ["softmax_backward", "attention_backward", "AttentionFunction", "CrossAttentionFunction"]
 F64 = torch.float64
@@ -282,14 +284,7 @@ GENERATORS = [("softmax_backward_cases", {}), ("softmax_backward_cases", {"dtype
 @pytest.mark.parametrize("seed", [0, 3])
 def test_case_generators_are_deterministic_labelled_and_non_empty(seed):
     for name, params in GENERATORS:
-        gen = getattr(cases_mod, name)
-        first, second = gen(seed=seed, **params), gen(seed=seed, **params)
-        assert first, name
-        labels = [c.label for c in first]
-        assert all(labels) and len(set(labels)) == len(labels), name
-        for a, b in zip(first, second):
-            assert len(a.args) == len(b.args) and all(torch.equal(x, y) for x, y in zip(a.args, b.args)), name
-            assert a.kwargs == b.kwargs and a.method == b.method, name
+        assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), seed, params)
 
 
 def test_generators_reject_an_unknown_dtype():

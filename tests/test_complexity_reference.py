@@ -26,6 +26,8 @@ from grader import cells
 from grader.checks import CheckFailed, parse_checks, prepare, run_local
 from solutions.qkv import scaled_dot_product_attention as ch02_attention
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch08_complexity" / "complexity.ipynb"
 EXERCISES = ["attention_flops", "attention_matrix_bytes", "rnn_flops", "loglog_slope", "chunked_attention"]
 
@@ -295,23 +297,9 @@ GENERATORS = ["attention_flops_cases", "attention_matrix_bytes_cases", "rnn_flop
               "chunked_attention_cases", "chunked_attention_memory_cases"]
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, np.ndarray):
-        return np.array_equal(a, b)
-    return a == b
-
-
 @pytest.mark.parametrize("name", GENERATORS)
 def test_case_generators_are_deterministic_labelled_and_non_empty(name):
-    gen = getattr(cases_mod, name)
-    first, second = gen(seed=3), gen(seed=3)
-    labels = [c.label for c in first]
-    assert first and all(labels) and len(set(labels)) == len(labels)
-    for a, b in zip(first, second):
-        assert len(a.args) == len(b.args) and all(_same(x, y) for x, y in zip(a.args, b.args))
-        assert a.kwargs.keys() == b.kwargs.keys() and all(_same(a.kwargs[n], b.kwargs[n]) for n in a.kwargs)
+    assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), 3)
 
 
 def test_counting_cases_need_exact_integers_and_cover_every_parameter():

@@ -23,6 +23,8 @@ import solutions.flash as ref
 from grader import cells
 from grader.checks import CheckFailed, parse_checks, run_local
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch09_flash" / "flash.ipynb"
 EXERCISES = ["online_softmax", "flash_attention_forward", "flash_attention_backward"]
 
@@ -272,10 +274,7 @@ def test_backward_rejects_mismatched_saved_tensors():
     (cases_mod.flash_backward_cases, {}), (cases_mod.flash_backward_cases, {"memory": True}),
 ])
 def test_case_generators_are_deterministic_and_labelled(gen, kwargs):
-    a, b = gen(3, **kwargs), gen(3, **kwargs)
-    assert a and len({c.label for c in a}) == len(a) and all(c.label for c in a)
-    for x, y in zip(a, b):
-        assert all(torch.equal(s, t) for s, t in zip(x.args, y.args) if isinstance(s, torch.Tensor))
+    assert_generator_is_deterministic_and_labelled(gen, 3, kwargs)
 
 
 def test_value_cases_cover_causal_odd_lengths_cross_attention_and_float64():

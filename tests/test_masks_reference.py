@@ -19,6 +19,8 @@ import solutions.cases.masks as cases_mod
 import solutions.masks as ref
 from grader.checks import Case, evaluate, from_plain
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 # ---------------------------------------------------------------------------------------------------
 # causal_mask, padding_mask, attention_mask
 
@@ -242,15 +244,7 @@ GENERATORS = [("causal_mask_cases", {}), ("padding_mask_cases", {}), ("attention
 
 @pytest.mark.parametrize("name, params", GENERATORS)
 def test_case_generators_are_deterministic_labelled_and_non_empty(name, params):
-    gen = getattr(cases_mod, name)
-    first, second = gen(seed=0, **params), gen(seed=0, **params)
-    assert first
-    labels = [c.label for c in first]
-    assert all(labels) and len(set(labels)) == len(labels)
-    for a, b in zip(first, second):
-        assert len(a.args) == len(b.args) and a.kwargs == b.kwargs
-        for x, y in zip(a.args, b.args):
-            assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+    assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), 0, params)
 
 
 def test_masked_softmax_cases_have_empty_rows_broadcast_masks_other_dims_and_gradients():

@@ -23,6 +23,8 @@ import solutions.multihead as ref
 from grader.cells import split_hidden
 from grader.checks import Case, CheckFailed, parse_checks, prepare, run_local
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch05_multihead" / "multihead.ipynb"
 EXERCISES = ["split_heads", "merge_heads", "heads_attention", "MultiHeadAttention", "mha_param_count"]
 
@@ -343,15 +345,7 @@ GENERATORS = ["split_heads_cases", "merge_heads_cases", "heads_attention_cases",
 @pytest.mark.parametrize("seed", [0, 1, 7])
 @pytest.mark.parametrize("name", GENERATORS)
 def test_case_generators_are_deterministic_labelled_and_non_empty(seed, name):
-    gen = getattr(cases_mod, name)
-    first, second = gen(seed=seed), gen(seed=seed)
-    assert first
-    labels = [c.label for c in first]
-    assert all(labels) and len(set(labels)) == len(labels)
-    for a, b in zip(first, second):
-        same = [torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(a.args, b.args)]
-        assert len(a.args) == len(b.args) and all(same)
-        assert a.kwargs == b.kwargs and a.init == b.init and a.raises == b.raises
+    assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), seed)
 
 
 def heads_sizes(case: Case, name: str) -> tuple[int, int, int]:

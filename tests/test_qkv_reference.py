@@ -22,6 +22,8 @@ import solutions.qkv as ref
 from grader import cells
 from grader.checks import Case, CheckFailed, evaluate, from_plain, parse_checks, prepare, run_local
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch02_qkv" / "qkv.ipynb"
 EXERCISES = ["project_qkv", "softmax", "scaled_dot_product_attention", "SelfAttention",
              "sinusoidal_positions"]
@@ -304,15 +306,7 @@ def test_case_generators_are_deterministic_labelled_and_non_empty(seed):
                          ("softmax_cases", {"extreme": True}), ("sdpa_cases", {}),
                          ("self_attention_cases", {}), ("permutation_pairs_cases", {}),
                          ("sinusoidal_cases", {})):
-        gen = getattr(cases_mod, name)
-        first, second = gen(seed=seed, **params), gen(seed=seed, **params)
-        assert first, name
-        labels = [c.label for c in first]
-        assert all(labels) and len(set(labels)) == len(labels), name
-        for a, b in zip(first, second):
-            same = [torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
-                    for x, y in zip(a.args, b.args)]
-            assert len(a.args) == len(b.args) and all(same), name
+        assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), seed, params)
 
 
 def test_project_qkv_cases_cover_batch_dims_and_non_square_matrices():

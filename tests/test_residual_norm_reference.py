@@ -23,6 +23,8 @@ import solutions.residual_norm as ref
 from grader import cells
 from grader.checks import CheckFailed, parse_checks, prepare, run_local
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch06_residual_norm" / "residual_norm.ipynb"
 EXERCISES = ["layer_norm", "FeedForward", "PostNormBlock", "PreNormBlock"]
 BLOCK_NAMES = sorted([
@@ -325,16 +327,7 @@ GENERATORS = [("layer_norm_cases", {}), ("layer_norm_cases", {"double": True}), 
 @pytest.mark.parametrize("seed", [0, 1, 7])
 def test_case_generators_are_deterministic_labelled_and_non_empty(seed):
     for name, params in GENERATORS:
-        gen = getattr(cases_mod, name)
-        first, second = gen(seed=seed, **params), gen(seed=seed, **params)
-        assert first, name
-        labels = [c.label for c in first]
-        assert all(labels) and len(set(labels)) == len(labels), name
-        for a, b in zip(first, second):
-            assert len(a.args) == len(b.args) and all(torch.equal(x, y) for x, y in zip(a.args, b.args)), name
-            assert (a.state is None) == (b.state is None)
-            if a.state is not None:
-                assert all(torch.equal(a.state[k], b.state[k]) for k in a.state), name
+        assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), seed, params)
 
 
 def test_layer_norm_cases_cover_shapes_eps_small_variance_and_gradients():

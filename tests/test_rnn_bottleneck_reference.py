@@ -22,6 +22,8 @@ import solutions.rnn_bottleneck as ref
 from grader import cells
 from grader.checks import Case, CheckFailed, evaluate, from_plain, parse_checks, run_local
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch01_rnn_bottleneck" / "rnn_bottleneck.ipynb"
 EXERCISES = ["rnn_forward", "additive_scores", "attention_pool"]
 
@@ -318,14 +320,7 @@ GENERATORS = [("rnn_forward_cases", {}), ("rnn_forward_cases", {"gradients": Tru
 @pytest.mark.parametrize("seed", [0, 1, 7])
 def test_case_generators_are_deterministic_labelled_and_non_empty(seed):
     for name, params in GENERATORS:
-        gen = getattr(cases_mod, name)
-        first, second = gen(seed=seed, **params), gen(seed=seed, **params)
-        assert first, name
-        labels = [c.label for c in first]
-        assert all(labels) and len(set(labels)) == len(labels), name
-        for a, b in zip(first, second):
-            assert len(a.args) == len(b.args) and a.kwargs.keys() == b.kwargs.keys(), name
-            assert all(torch.equal(x, y) for x, y in zip((*a.args, *a.kwargs.values()), (*b.args, *b.kwargs.values())))
+        assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), seed, params)
 
 
 def test_rnn_cases_are_non_square_and_cover_h0_dtype_and_batch_equal_time():

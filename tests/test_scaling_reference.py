@@ -17,6 +17,8 @@ import solutions.cases.scaling as cases_mod
 import solutions.scaling as ref
 from grader.checks import Case, Check, CheckFailed, evaluate, from_plain, run_local
 
+from .casecheck import assert_generator_is_deterministic_and_labelled
+
 # ---------------------------------------------------------------------------------------------------
 # dot_product_variance and its standard error
 
@@ -192,23 +194,7 @@ def test_unscaled_attention_saturates_and_scaled_attention_does_not():
     ("entropy_cases", {}), ("jacobian_cases", {}),
 ])
 def test_case_generators_are_deterministic_labelled_and_non_empty(name, params):
-    make = getattr(cases_mod, name)
-    first, second = make(seed=0, **params), make(seed=0, **params)
-    assert first
-    labels = [c.label for c in first]
-    assert all(labels) and len(set(labels)) == len(labels)
-
-    def same(x, y) -> bool:
-        if isinstance(x, torch.Tensor):
-            return torch.equal(x, y)
-        if isinstance(x, torch.Generator):
-            return torch.equal(x.get_state(), y.get_state())
-        return x == y
-
-    for a, b in zip(first, second):
-        assert len(a.args) == len(b.args) and a.kwargs.keys() == b.kwargs.keys()
-        assert all(same(x, y) for x, y in zip(a.args, b.args))
-        assert all(same(a.kwargs[key], b.kwargs[key]) for key in a.kwargs)
+    assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), 0, params)
 
 
 def test_variance_cases_carry_fresh_generators_with_distinct_seeds():
