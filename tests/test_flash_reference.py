@@ -26,8 +26,6 @@ from grader.checks import CheckFailed, parse_checks, run_local
 from .casecheck import assert_generator_is_deterministic_and_labelled
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "ch09_flash" / "flash.ipynb"
-EXERCISES = ["online_softmax", "flash_attention_forward", "flash_attention_backward"]
-
 
 class Probe(TorchDispatchMode):
     """Largest tensor created by a non-view operator, and how many matrix products ran."""
@@ -316,11 +314,8 @@ def test_backward_cases_hold_the_forward_outputs_of_their_inputs():
 
 
 def test_every_exercise_has_a_values_check_and_the_tiled_ones_a_memory_check():
-    blocks = hidden_blocks()
-    assert sorted(blocks) == sorted(f"test_{name}" for name in EXERCISES)
-    for grade_id, block in blocks.items():
+    for grade_id, block in hidden_blocks().items():  # which exercises, and what they target: test_notebooks
         checks = parse_checks(block)
-        assert checks and all(c.target == grade_id.removeprefix("test_") for c in checks), grade_id
         memory = [c for c in checks if dict(c.params).get("memory")]
         assert len(memory) == (0 if grade_id == "test_online_softmax" else 1), grade_id
 

@@ -10,9 +10,11 @@ import json
 import nbformat
 import pytest
 
-from grader.cells import exercises, nbgrader_meta, solution_regions, split_hidden
+from grader.cells import exercises, hidden_blocks, nbgrader_meta, solution_regions, split_hidden
 from grader.checks import parse_checks, resolve, run_local
 from grader.course import Course
+
+from .design import EXERCISES
 
 COURSE = Course.here()
 CHAPTERS = COURSE.chapters()
@@ -62,6 +64,13 @@ def test_every_exercise_has_graded_tests_worth_ten_points_in_all(ch):
     assert sorted(graded) == sorted(owned), "a graded cell belongs to no exercise"
     ids = [nbgrader_meta(c)["grade_id"] for c in nb.cells if nbgrader_meta(c)]
     assert len(ids) == len(set(ids)), "duplicate grade_id"
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_exercises_are_the_designed_ones_each_with_a_hidden_block(ch):
+    nb = read(ch)
+    assert [ex.name for ex in exercises(nb)] == EXERCISES[ch.id], "the exercises of DESIGN.md's chapter table"
+    assert sorted(hidden_blocks(nb)) == sorted(f"test_{name}" for name in EXERCISES[ch.id])
 
 
 @pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
