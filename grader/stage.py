@@ -35,12 +35,13 @@ def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
 
 
 def _solution_modules(course: Course, slug: str) -> list[Path]:
-    """``solutions/<slug>.py`` and every ``solutions`` module it imports, directly or not (chapter 5's
-    reference builds on chapter 2's; several use ``solutions/_common.py``)."""
+    """``solutions/<slug>.py``, its case generators ``solutions/cases/<slug>.py``, and every ``solutions``
+    module they import, directly or not (chapter 5's reference builds on chapter 2's; several use
+    ``solutions/_common.py``, judges ``solutions/cases/_common.py``)."""
     found: list[Path] = []
-    todo = [slug]
+    todo = [course.root / "solutions" / f"{slug}.py", course.root / "solutions" / "cases" / f"{slug}.py"]
     while todo:
-        path = course.root / "solutions" / f"{todo.pop()}.py"
+        path = todo.pop()
         if path in found or not path.is_file():
             continue
         found.append(path)
@@ -51,7 +52,8 @@ def _solution_modules(course: Course, slug: str) -> list[Path]:
                 names = [a.name for a in node.names]
             else:
                 continue
-            todo += [n.split(".")[1] for n in names if n.startswith("solutions.") and n.count(".") == 1]
+            todo += [course.root.joinpath(*n.split(".")).with_suffix(".py") for n in names
+                     if n.startswith("solutions.")]
     return found
 
 
@@ -71,7 +73,6 @@ def cache_key(course: Course, chapter: Chapter) -> str:
     _hash_tree(h, chapter.folder, course.root)
     for extra in (course.root / "solutions" / "__init__.py",
                   *_solution_modules(course, chapter.slug),
-                  course.root / "solutions" / "cases" / f"{chapter.slug}.py",
                   course.root / "grader" / "checks.py"):
         if extra.exists():
             _hash_tree(h, extra, course.root)

@@ -98,3 +98,8 @@ def test_cache_key_follows_the_chapter_its_modules_and_nothing_else(course_copy)
     module = course_copy.root / "solutions" / f"{ch.slug}.py"
     module.write_text(module.read_text() + "\n# changed\n")
     assert cache_key(course_copy, ch) != key
+    key = cache_key(course_copy, ch)
+
+    judges = course_copy.root / "solutions" / "cases" / "_common.py"  # imported by chapter 1's case generators
+    judges.write_text(judges.read_text() + "\n# changed\n")
+    assert cache_key(course_copy, ch) != key, "a module the case generators import must invalidate the chapter"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks import Case
+from solutions.cases._common import assert_weight_rows
 
 #: Tolerances of the property judges (float32 results).
 ATOL, RTOL = 1e-5, 1e-4
@@ -149,19 +150,7 @@ def attention_weights_are_distributions(cases: list[Case], outputs: list) -> Non
         expected = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
         assert tuple(weights.shape) == expected, \
             f"{where}: weights have shape {tuple(weights.shape)}, expected (..., T_q, T_k) = {expected}"
-        assert not weights.isnan().any(), f"{where}: weights contain NaN"
-        assert (weights >= 0).all(), f"{where}: some weights are negative"
-        sums = weights.double().sum(dim=-1)
-        worst = float((sums - 1).abs().max())
-        assert worst <= ATOL * weights.shape[-1] + RTOL, (
-            f"{where}: each query's weights must sum to 1 over the keys (last axis), but a row sums to "
-            f"{1 + worst if float(sums.max()) > 1 else 1 - worst:.6g}; softmax over the key axis, and apply "
-            "the mask before the softmax")
-        if mask is not None:
-            leak = weights.masked_select(~mask.expand(weights.shape))
-            assert (leak == 0).all(), (
-                f"{where}: a masked position (mask False) got weight {float(leak.abs().max()):.3g}, "
-                "it must be exactly 0: set masked scores to -inf before the softmax (True = may attend)")
+        assert_weight_rows(where, weights, mask, "each query's weights must sum to 1 over the keys (last axis)")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import torch.nn as nn
 from torch.func import functional_call
 
 from grader.checks import Case
+from solutions.cases._common import assert_weight_rows
 
 #: Tolerances of the property judges (float32 results).
 ATOL, RTOL = 1e-5, 1e-4
@@ -209,19 +210,8 @@ def pooling_weights_are_distributions(cases: list[Case], outputs: list) -> None:
         expected = (*scores.shape[:-1], values.shape[-1])
         assert tuple(context.shape) == expected, \
             f"{where}: context has shape {tuple(context.shape)}, expected (B, d_v) = {expected}"
-        assert not weights.isnan().any(), f"{where}: weights contain NaN"
-        assert (weights >= 0).all(), f"{where}: some weights are negative"
-        sums = weights.double().sum(dim=-1)
-        worst = float((sums - 1).abs().max())
-        assert worst <= ATOL * weights.shape[-1] + RTOL, (
-            f"{where}: the weights of each sequence must sum to 1 over its positions (the last axis), but a "
-            f"row sums to {float(sums[(sums - 1).abs().argmax()]):.6g}: normalise with a softmax over dim=-1, "
-            "and apply the mask before the softmax")
-        if mask is not None:
-            leak = weights.masked_select(~mask.expand(weights.shape))
-            assert (leak == 0).all(), (
-                f"{where}: a masked position (mask False) got weight {float(leak.abs().max()):.3g}; it must be "
-                "exactly 0: set masked scores to -inf before the softmax (True = may attend)")
+        assert_weight_rows(where, weights, mask,
+                           "the weights of each sequence must sum to 1 over its positions (the last axis)")
         pooled = torch.einsum("...t,...td->...d", weights.double(), values.double())
         assert torch.allclose(context.double(), pooled, atol=ATOL, rtol=RTOL), (
             f"{where}: context must be the weighted average of the values with the returned weights, "
