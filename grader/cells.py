@@ -15,6 +15,12 @@ def nbgrader_meta(cell: nbformat.NotebookNode) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
+def title(nb: nbformat.NotebookNode, default: str) -> str:
+    """The notebook's first ``# `` heading (a chapter's title), or ``default``."""
+    return next((line[2:].strip() for cell in nb.cells if cell.cell_type == "markdown"
+                 for line in cell.source.splitlines() if line.startswith("# ")), default)
+
+
 def split_hidden(source: str) -> tuple[str, str]:
     """``(visible, hidden)``: the test cell's lines outside and inside its hidden-test region."""
     visible, hidden, inside = [], [], False

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 from pathlib import Path
 
+import nbformat
 import yaml
 
+from .cells import title
 from .course import Course, GraderError
 
 DEPENDENCIES = "_dependencies.yml"
@@ -21,13 +22,7 @@ class BadDependencies(GraderError):
 
 
 def chapter_title(notebook: Path) -> str:
-    """The notebook's first ``# `` heading."""
-    for cell in json.loads(notebook.read_text())["cells"]:
-        if cell["cell_type"] == "markdown":
-            for line in "".join(cell["source"]).splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return notebook.stem
+    return title(nbformat.read(notebook, as_version=4), notebook.stem)
 
 
 def load(course: Course) -> dict[str, list[str]]:
@@ -56,12 +51,18 @@ def levels(deps: dict[str, list[str]]) -> dict[str, int]:
     return level
 
 
+def ancestors(deps: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Every chapter each chapter builds on, directly or not."""
+    found: dict[str, set[str]] = {}
+    for ch, reqs in deps.items():  # chapters come in order and only build on earlier ones
+        found[ch] = set(reqs).union(*(found[r] for r in reqs))
+    return found
+
+
 def reduced(deps: dict[str, list[str]]) -> dict[str, list[str]]:
     """The same map without the edges implied by others (5 builds on 4, which builds on 2: no 2 -> 5)."""
-    ancestors: dict[str, set[str]] = {}
-    for ch, reqs in deps.items():
-        ancestors[ch] = set(reqs).union(*(ancestors[r] for r in reqs))
-    return {ch: [r for r in reqs if not any(r in ancestors[o] for o in reqs if o != r)]
+    above = ancestors(deps)
+    return {ch: [r for r in reqs if not any(r in above[o] for o in reqs if o != r)]
             for ch, reqs in deps.items()}
 
 

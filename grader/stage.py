@@ -34,7 +34,7 @@ def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
         h.update(f.read_bytes())
 
 
-def _solution_modules(course: Course, slug: str) -> list[Path]:
+def solution_modules(course: Course, slug: str) -> list[Path]:
     """``solutions/<slug>.py``, its case generators ``solutions/cases/<slug>.py``, and every ``solutions``
     module they import, directly or not (chapter 5's reference builds on chapter 2's; several use
     ``solutions/_common.py``, judges ``solutions/cases/_common.py``)."""
@@ -72,7 +72,7 @@ def cache_key(course: Course, chapter: Chapter) -> str:
     h = _versions_hash()
     _hash_tree(h, chapter.folder, course.root)
     for extra in (course.root / "solutions" / "__init__.py",
-                  *_solution_modules(course, chapter.slug),
+                  *solution_modules(course, chapter.slug),
                   course.root / "grader" / "checks.py"):
         if extra.exists():
             _hash_tree(h, extra, course.root)

@@ -33,7 +33,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbgrader.utils import compute_checksum
 
-from .cells import exercises, nbgrader_meta, split_hidden
+from .cells import exercises, nbgrader_meta, title
 from .course import CHAPTER_DIR, Chapter, Course, GraderError, UsageError
 from .execute import QUIET_KERNEL
 from .intake import Rejected, _read, grade_ids
@@ -90,17 +90,9 @@ def tests_of(chapter: Chapter | None, nb: nbformat.NotebookNode) -> tuple[Kit, l
     found = exercises(nb)
     for ex in found:
         for cell in ex.tests:
-            meta = nbgrader_meta(cell)
-            tests.setdefault(meta["grade_id"], TestCell(meta["grade_id"], ex.name, float(meta.get("points", 0)),
-                                                        split_hidden(cell.source)[0], dict(cell.metadata)))
+            tests.setdefault(nbgrader_meta(cell)["grade_id"], TestCell.of(cell, ex.name))
     names = list(dict.fromkeys(ex.name for ex in found))
     return Kit(chapter, tests, set(names)), names  # chapter: None in student mode (nothing here reads it)
-
-
-def title_of(nb: nbformat.NotebookNode, default: str) -> str:
-    """The notebook's first ``# `` heading."""
-    return next((ln[2:].strip() for c in nb.cells if c.cell_type == "markdown"
-                 for ln in c.source.splitlines() if ln.startswith("# ")), default)
 
 
 def course_reference(course: Course, nb: nbformat.NotebookNode, path: Path) -> Reference:
@@ -118,7 +110,7 @@ def course_reference(course: Course, nb: nbformat.NotebookNode, path: Path) -> R
     chapter, source = best
     kit, names = tests_of(chapter, source)
     present = grade_ids(nb)
-    return Reference(kit, names, f"chapter {chapter.number}: {title_of(source, chapter.slug)}",
+    return Reference(kit, names, f"chapter {chapter.number}: {title(source, chapter.slug)}",
                      chapter.notebook.name, restores=True,
                      missing={g: t.exercise for g, t in kit.tests.items() if g not in present})
 
@@ -145,8 +137,8 @@ def own_reference(nb: nbformat.NotebookNode, path: Path) -> Reference:
                          "was it made from a released notebook?)")
     tested = {t.exercise for t in kit.tests.values()}
     number = chapter_number(path)
-    title = title_of(nb, path.stem)
-    return Reference(kit, names, f"chapter {number}: {title}" if number is not None else title,
+    name = title(nb, path.stem)
+    return Reference(kit, names, f"chapter {number}: {name}" if number is not None else name,
                      hand_in_as=None, restores=False,
                      missing={f"test_{name}": name for name in names if name not in tested})
 

@@ -52,6 +52,13 @@ class TestCell:
     metadata: dict
     checks: list[PreparedCheck] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, cell, exercise: str) -> TestCell:
+        """The test cell of ``exercise`` as the notebook has it: its visible part (no hidden checks yet)."""
+        meta = nbgrader_meta(cell)
+        return cls(meta["grade_id"], exercise, float(meta.get("points", 0)), split_hidden(cell.source)[0],
+                   dict(cell.metadata))
+
 
 @dataclass
 class Kit:
@@ -75,11 +82,8 @@ def prepare_chapter(chapter: Chapter, folder: Path) -> Kit:
     for ex in exercises(nb):
         solution_ids.add(ex.name)
         for cell in ex.tests:
-            meta = nbgrader_meta(cell)
-            visible, hidden = split_hidden(cell.source)
-            test = TestCell(meta["grade_id"], ex.name, float(meta.get("points", 0)), visible,
-                            dict(cell.metadata))
-            for k, check in enumerate(checks.parse_checks(hidden)):
+            test = TestCell.of(cell, ex.name)
+            for k, check in enumerate(checks.parse_checks(split_hidden(cell.source)[1])):
                 with torch.random.fork_rng(devices=[]):
                     cases = checks.prepare(check)
                     expected = checks.reference_outputs(check, cases)
