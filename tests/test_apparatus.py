@@ -4,7 +4,6 @@ mistakes linked to its section of the appendix, and a dependency map that agrees
 
 from __future__ import annotations
 
-import ast
 import re
 
 import nbformat
@@ -12,6 +11,7 @@ import pytest
 
 from grader import deps
 from grader.course import Course
+from grader.stage import solution_modules
 
 COURSE = Course.here()
 CHAPTERS = COURSE.chapters()
@@ -104,20 +104,15 @@ def test_appendix_collects_every_chapters_mistakes(notebooks):
 
 
 def _imported_chapters(slug: str) -> set[str]:
-    module = COURSE.root / "solutions" / f"{slug}.py"
-    found = set()
-    for node in ast.walk(ast.parse(module.read_text())):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("solutions."):
-            found.add(node.module.split(".")[1])
+    """Chapters whose reference module this chapter's reference or case generators import, directly or not."""
     by_slug = {ch.slug: ch.id for ch in CHAPTERS}
-    return {by_slug[s] for s in found if s in by_slug and s != slug}
+    return {by_slug[p.stem] for p in solution_modules(COURSE, slug)
+            if p.parent.name == "solutions" and p.stem in by_slug and p.stem != slug}
 
 
 def test_dependency_map_agrees_with_the_code():
     graph = deps.load(COURSE)
-    ancestors: dict[str, set[str]] = {}
-    for ch, reqs in graph.items():
-        ancestors[ch] = set(reqs).union(*(ancestors[r] for r in reqs))
+    ancestors = deps.ancestors(graph)
     for ch in CHAPTERS:
         missing = _imported_chapters(ch.slug) - ancestors[ch.id]
         assert not missing, f"{ch.id}'s reference imports {missing}, which the map does not show it building on"

@@ -18,11 +18,10 @@ from grader.cells import exercises, solution_regions, split_hidden
 from grader.course import Course
 from grader.view import MARKERS, student_view
 
-from .conftest import JUPYTERHUB, STUDENT_REPO
+from .conftest import JUPYTERHUB, SITE, STUDENT_REPO
 
 COURSE = Course.here()
 CHAPTERS = COURSE.chapters()
-SITE = COURSE.build / "site" / "html"
 MIN_LINE = 12  # shorter lines ("return out") are too common to mean anything
 
 
