@@ -53,7 +53,9 @@ def _find_notebook(folder: Path, chapter: Chapter) -> tuple[Path, list[str]]:
     raise Rejected(f"{len(found)} notebooks ({names}) and none named {expected.name}")
 
 
-def _read(path: Path) -> nbformat.NotebookNode:
+def read_submission(path: Path) -> nbformat.NotebookNode:
+    """The notebook in ``path``, or :class:`Rejected` saying why not (too large, not UTF-8, not JSON, not a
+    valid notebook). Grading and ``grader validate`` read a student's file through it."""
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
         raise Rejected(f"{path.name} is {size / 2**20:.0f} MiB, over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit")
@@ -79,7 +81,7 @@ def _read(path: Path) -> nbformat.NotebookNode:
 def accept(course: Course, chapter: Chapter, folder: Path, source_ids: dict[str, set[str]]) -> Accepted:
     """Check one submission folder; ``source_ids`` maps chapter ids to their source grade ids."""
     path, notes = _find_notebook(folder, chapter)
-    nb = _read(path)
+    nb = read_submission(path)
     ids = grade_ids(nb)
     if not ids & source_ids[chapter.id]:
         other = [cid for cid, cids in source_ids.items() if cid != chapter.id and ids & cids]

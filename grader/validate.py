@@ -36,7 +36,7 @@ from nbgrader.utils import compute_checksum
 from .cells import exercises, nbgrader_meta, title
 from .course import CHAPTER_DIR, Chapter, Course, GraderError, UsageError
 from .execute import QUIET_KERNEL
-from .intake import Rejected, _read, grade_ids
+from .intake import Rejected, grade_ids, read_submission
 from .scoring import SKIPPED, SkipDemoCells
 from .verdict import Kit, Plan, TestCell, plan
 
@@ -66,7 +66,7 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     if path.is_dir():
         raise UsageError(f"{path} is a folder: give the notebook file inside it (PATH.ipynb)")
     try:
-        return _read(path)
+        return read_submission(path)
     except Rejected as exc:
         raise UsageError(str(exc)) from None
 
