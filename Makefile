@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | $(QUIET_PIP)
 	$(PY) -m pip install -q -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	$(PY) -c "import torch, nbgrader, jupyter_book, solutions, grader; print('torch', torch.__version__)"
-	$(PY) -m grader.vendor || true   # MathJax for offline maths (from npm); without it the book uses the CDN
+	$(PY) -m grader.book.vendor || true   # MathJax for offline maths (from npm); without it the book uses the CDN
 	touch $@
 
 setup: $(VENV)/.installed
@@ -59,19 +59,19 @@ test: setup system-deps
 
 grade-demo: setup
 	rm -rf _build/demo
-	$(PY) -m grader.samples _build/demo/inbox
+	$(PY) -m grader.dev.samples _build/demo/inbox
 	$(VENV)/bin/grader autograde _build/demo/inbox --workdir _build/demo --jobs $(JOBS)
 	$(VENV)/bin/grader report --workdir _build/demo
 
 bench: setup
-	$(PY) -m grader.bench
+	$(PY) -m grader.dev.bench
 
 bench-build: setup
-	$(PY) -m grader.bench --build
+	$(PY) -m grader.dev.bench --build
 
 bench-grading: setup
-	$(PY) -m grader.bench --grading --n 40
-	$(PY) -m grader.bench --redteam
+	$(PY) -m grader.dev.bench --grading --n 40
+	$(PY) -m grader.dev.bench --redteam
 
 lint: setup
 	$(VENV)/bin/ruff check .

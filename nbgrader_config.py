@@ -10,15 +10,25 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ClearOutput,
+    ClearSolutions,
+    ComputeChecksums,
     Execute,
     GetGrades,
     IgnorePattern,
+    IncludeHeaderFooter,
+    InstantiateTests,
     LimitOutput,
+    LockCells,
     SaveAutoGrades,
+    SaveCells,
 )
 
-from grader.feedback import HideHiddenTests
-from grader.scoring import SkipDemoCells, StderrIsNotAnError
+from grader.grading.feedback import HideHiddenTests
+from grader.grading.scoring import SkipDemoCells, StderrIsNotAnError
+from grader.release import RemoveClaimCells
 
 c = get_config()  # noqa: F821 -- provided by traitlets when nbgrader loads this file
 
@@ -50,3 +60,8 @@ c.Autograde.autograde_preprocessors = [
 ]
 # Feedback shows scores and error messages, never the hidden tests (see grader/feedback.py).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+# The release is nbgrader's own, with the book's claim cells (grader/release.py) left out first.
+c.GenerateAssignment.preprocessors = [
+    RemoveClaimCells, IncludeHeaderFooter, InstantiateTests, LockCells, ClearSolutions, ClearOutput, CheckCellMetadata,
+    ComputeChecksums, SaveCells, ClearHiddenTests, ClearMarkScheme, ComputeChecksums, CheckCellMetadata,
+]

@@ -2,17 +2,63 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import nbformat
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+# Cells tagged ``demo`` (training runs, timings, figures) are not run while grading or validating;
+# ``claim`` cells (also ``demo``) assert what the book says of a demo and are left out of the release.
+DEMO_TAG, CLAIM_TAG = "demo", "claim"
+SKIPPED = "# (demo cell: not run while grading)"
 
 
 def nbgrader_meta(cell: nbformat.NotebookNode) -> dict:
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return meta if isinstance(meta, dict) else {}
+
+
+def tags(cell: nbformat.NotebookNode) -> list[str]:
+    found = cell.get("metadata", {}).get("tags", [])
+    return found if isinstance(found, list) else []
+
+
+def is_demo(cell: nbformat.NotebookNode) -> bool:
+    """An ungraded code cell tagged ``demo`` or ``claim``: grading and ``grader validate`` skip it."""
+    return (cell.get("cell_type") == "code" and not nbgrader_meta(cell)
+            and (DEMO_TAG in tags(cell) or CLAIM_TAG in tags(cell)))
+
+
+def is_claim(cell: nbformat.NotebookNode) -> bool:
+    """A claim cell: it asserts (and glues) what the prose says of the demo above it. Staging hides it from
+    readers (``remove-cell``), the student release leaves it out, grading skips it."""
+    return cell.get("cell_type") == "code" and CLAIM_TAG in tags(cell) and not nbgrader_meta(cell)
+
+
+def checksum(cell: nbformat.NotebookNode) -> str:
+    """nbgrader's checksum of a cell (``nbgrader.utils.compute_checksum``, computed the same way so that the
+    student kit needs no nbgrader): it changes when the source, type, role, grade id or points change."""
+    meta = cell.metadata["nbgrader"]
+    grade, solution = meta.get("grade", False), meta.get("solution", False)
+    locked = False if solution else True if grade else meta.get("locked", False)
+    md5 = hashlib.md5()
+    for part in (cell.source, cell.cell_type, str(grade), str(solution), str(locked), meta["grade_id"]):
+        md5.update(part.encode("utf-8"))
+    if grade:
+        md5.update(str(float(meta["points"])).encode("utf-8"))
+    return md5.hexdigest()
+
+
+def grade_ids(nb: nbformat.NotebookNode) -> set[str]:
+    """The nbgrader ``grade_id`` of every cell that has one (metadata of any shape is tolerated)."""
+    ids = set()
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str):
+            ids.add(meta["grade_id"])
+    return ids
 
 
 def title(nb: nbformat.NotebookNode, default: str) -> str:

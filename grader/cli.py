@@ -23,9 +23,9 @@ from .course import Course, GraderError, UsageError
 
 
 def _book(course: Course, args: argparse.Namespace) -> int:
+    from .book.site import Launch, build_site, publish_downloads
+    from .book.stage import stage
     from .release import release_if_stale
-    from .site import Launch, build_site, publish_downloads
-    from .stage import stage
 
     chapters = course.select(args.chapters)
     kind = "instructor" if args.instructor else "student"
@@ -60,8 +60,8 @@ def _release(course: Course, args: argparse.Namespace) -> int:
 
 
 def _autograde(course: Course, args: argparse.Namespace) -> int:
-    from .autograde import autograde
-    from .sandbox import Limits
+    from .grading.autograde import autograde
+    from .grading.sandbox import Limits
 
     chapters = course.select(args.chapter) if args.chapter else None
     if args.jobs < 1:
@@ -103,7 +103,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def _report(course: Course, args: argparse.Namespace) -> int:
-    from .report import collect, feedback, table, write_csv
+    from .grading.report import collect, feedback, table, write_csv
 
     ws = course.workspace(args.workdir, args.db)
     if args.db is None and not (ws.folder / "gradebook.db").exists():
@@ -121,7 +121,7 @@ def _report(course: Course, args: argparse.Namespace) -> int:
 
 
 def _validate(course: Course | None, args: argparse.Namespace) -> int:
-    from .validate import validate
+    from .student.validate import validate
 
     if args.timeout < 1:
         raise UsageError("--timeout must be at least 1 second")
@@ -200,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(_course(args), args)
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("grader."):
+            raise
+        print(f"grader: error: `grader {args.command}` is not in this copy of the grader (the student kit "
+              "carries only `validate`)", file=sys.stderr)
+        return 2
     except UsageError as exc:
         print(f"grader: error: {exc}", file=sys.stderr)
         return 2

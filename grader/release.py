@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
+from nbconvert.preprocessors import Preprocessor
+
+from .cells import is_claim
 from .course import Chapter, Course, GraderError, Workspace
 from .nbgrader_run import nbgrader
 
 
 class ReleaseFailed(GraderError):
     pass
+
+
+class RemoveClaimCells(Preprocessor):
+    """``nbgrader generate_assignment`` step (``nbgrader_config.py``): the book's claim cells check the
+    reference's demos and glue numbers into the prose; a student's notebook has no use for them."""
+
+    def preprocess(self, nb, resources):
+        nb.cells = [cell for cell in nb.cells if not is_claim(cell)]
+        return nb, resources
 
 
 def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | None = None,
@@ -39,9 +52,9 @@ numpy
 matplotlib
 seaborn
 jupyterlab
-# `python -m grader validate` (the grader/ folder): runs a notebook as grading does
-nbgrader
+# `python -m grader validate` (the grader/ folder, the student kit): runs a notebook as grading does
 nbclient
+nbformat
 """
 
 STUDENT_README = """\
@@ -69,13 +82,74 @@ def write_student_repo_files(course: Course) -> None:
     copy_grader(out / "grader")
 
 
+# The student kit: what ``python -m grader validate`` imports, and nothing else (no sandbox, no nbgrader, no
+# torch in the validating process; the notebook's own kernel imports what the notebook needs).
+KIT_ROOTS = ("grader/__main__.py", "grader/student/validate.py")
+
+
+def _module_imports(path: Path, package: Path) -> set[Path]:
+    """The files of the ``grader`` package that the module at ``path`` imports at its top level."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = path.parent
+    found: set[Path] = set()
+
+    def add(base: Path, dotted: str) -> None:
+        target = base.joinpath(*dotted.split(".")) if dotted else base
+        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+            if candidate.is_file():
+                found.add(candidate)
+        for folder in (target.parent, *target.parents):  # the packages a submodule import runs
+            if folder == package.parent or not str(folder).startswith(str(package)):
+                break
+            if (folder / "__init__.py").is_file():
+                found.add(folder / "__init__.py")
+
+    for node in tree.body:  # module level: what importing the module runs
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here
+                for _ in range(node.level - 1):
+                    base = base.parent
+            elif (node.module or "").split(".")[0] == "grader":
+                base, node_module = package.parent, node.module
+            else:
+                continue
+            module = node.module if node.level else node_module
+            add(base, module or "")
+            for alias in node.names:  # ``from . import wire`` imports a module
+                add(base, f"{module}.{alias.name}" if module else alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "grader":
+                    add(package.parent, alias.name)
+    return found
+
+
+def student_kit() -> list[Path]:
+    """The kit's files, relative to the ``grader`` package's parent: the import closure of its roots."""
+    package = Path(__file__).resolve().parent
+    todo = [package.parent / root for root in KIT_ROOTS] + [package / "__init__.py"]
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        todo.extend(_module_imports(path, package) - seen)
+        if path.parent != package:  # importing a submodule runs its package's __init__ first
+            todo.append(path.parent / "__init__.py")
+    return sorted(p.relative_to(package.parent) for p in seen)
+
+
 def copy_grader(dest: Path) -> None:
-    """The ``grader`` package's modules (``*.py`` only, no caches), for ``python -m grader validate``. It
-    holds no solution and no hidden test: those live in ``book/`` and ``solutions/``."""
+    """The student kit (:func:`student_kit`: ``*.py`` files only), for ``python -m grader validate``. It holds
+    no solution and no hidden test: those live in ``book/`` and ``solutions/``."""
     shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    for module in sorted(Path(__file__).parent.glob("*.py")):
-        shutil.copyfile(module, dest / module.name)
+    source = Path(__file__).resolve().parent.parent
+    for rel in student_kit():
+        target = dest.parent / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, target)
 
 
 def release_if_stale(course: Course, chapters: list[Chapter], log=print) -> None:

@@ -9,9 +9,9 @@ import re
 import nbformat
 import pytest
 
-from grader import deps
+from grader.book import deps
+from grader.book.stage import solution_modules
 from grader.course import Course
-from grader.stage import solution_modules
 
 COURSE = Course.here()
 CHAPTERS = COURSE.chapters()

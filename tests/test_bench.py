@@ -1,4 +1,4 @@
-"""Chapter 9's benchmark (``solutions/bench.py``): a quick run end to end, its JSON schema, the loader.
+"""Chapter 9's benchmark (``grader/dev/attention_bench.py``): a quick run end to end, its JSON schema, the loader.
 
 The quick run uses tiny sizes, so its numbers mean nothing; what is pinned down is that every method
 either ran (and then has positive time, throughput and memory) or says why not, that FLOPs come from
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from solutions.bench import (
+from grader.dev.attention_bench import (
     DATA_DIR,
     METHODS,
     SCHEMA,
@@ -40,12 +40,12 @@ def positive(x) -> bool:
 
 
 def validate_run(run: dict) -> None:
-    """Assert that ``run`` follows the schema documented at the top of solutions/bench.py."""
+    """Assert that ``run`` follows the schema documented at the top of grader/dev/attention_bench.py."""
     assert run["schema"] == SCHEMA
     for key in ("created", "command", "quick", "complete", "device", "env", "timing", "memory", "flops", "results",
                 "targets"):
         assert key in run, f"missing {key!r}"
-    assert run["command"].startswith("python -m solutions.bench")
+    assert run["command"].startswith("python -m grader.dev.attention_bench")
     assert run["device"]["type"] in ("cpu", "cuda") and run["device"]["name"] and run["device"]["slug"]
     assert isinstance(run["env"]["torch"], str) and run["env"]["python"]
     assert run["results"], "no results"
@@ -82,7 +82,7 @@ def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "run.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     env.pop("TRITON_INTERPRET", None)
-    done = subprocess.run([sys.executable, "-m", "solutions.bench", "--quick", "--out", str(out)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "grader.dev.attention_bench", "--quick", "--out", str(out)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     return out, json.loads(out.read_text()), done.stdout
@@ -115,7 +115,7 @@ def test_triton_column_runs_under_the_interpreter(tmp_path):
     out = tmp_path / "interp.json"
     env = dict(os.environ, TRITON_INTERPRET="1",
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-m", "solutions.bench", "--quick", "--cases", "1,1,40,16,fp32,1",
+    done = subprocess.run([sys.executable, "-m", "grader.dev.attention_bench", "--quick", "--cases", "1,1,40,16,fp32,1",
                            "--methods", "triton", "sdpa_math", "--budget", "0.01", "--out", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -14,9 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import nbformat
 
+from grader.book.view import MARKERS, student_view
 from grader.cells import exercises, solution_regions, split_hidden
 from grader.course import Course
-from grader.view import MARKERS, student_view
 
 from .conftest import JUPYTERHUB, SITE, STUDENT_REPO
 

@@ -14,10 +14,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
 from grader.cells import exercises
 from grader.course import Course
-from grader.report import collect
+from grader.dev import samples
+from grader.grading.report import collect
 
 COURSE = Course.here()
 CHAPTERS = [ch for ch in COURSE.chapters() if samples.student_code(COURSE, ch)]

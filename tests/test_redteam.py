@@ -10,9 +10,9 @@ import sys
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import redteam
 from grader.course import Course
-from grader.report import collect
+from grader.dev import redteam
+from grader.grading.report import collect
 
 COURSE = Course.here()
 TIMEOUT = 60  # seconds per notebook: the infinite loop must be stopped by it

@@ -20,10 +20,10 @@ import pytest
 import sqlalchemy as sa
 from nbgrader.api import Gradebook
 
-from grader import samples
-from grader.autograde import in_shard
 from grader.course import Course
-from grader.report import collect
+from grader.dev import samples
+from grader.grading.autograde import in_shard
+from grader.grading.report import collect
 
 COURSE = Course.here()
 CH = COURSE.chapter("qkv")

@@ -8,10 +8,10 @@ import shutil
 import nbformat
 import pytest
 
+from grader.book.stage import cache_key
+from grader.book.view import LeakError, student_view
 from grader.course import Course
 from grader.execute import ExecutionFailed, execute
-from grader.stage import cache_key
-from grader.view import LeakError, student_view
 
 COURSE = Course.here()
 

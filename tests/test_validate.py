@@ -22,12 +22,12 @@ import nbformat
 import pytest
 from nbgrader.preprocessors import ClearOutput, ComputeChecksums
 
-from grader import samples
+from grader.book.view import student_view
 from grader.cli import main
 from grader.course import Course
-from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, write_student_repo_files
-from grader.validate import SETUP, STUDENT_MODE, VISIBLE_ONLY, Cell, Error, verdict
-from grader.view import student_view
+from grader.dev import samples
+from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, student_kit, write_student_repo_files
+from grader.student.validate import SETUP, STUDENT_MODE, VISIBLE_ONLY, Cell, Error, verdict
 
 COURSE = Course.here()
 CH = COURSE.chapter("masks")
@@ -230,20 +230,22 @@ def test_timeout_must_be_positive(tmp_path):
 # ---------------------------------------------------------------------------------------------------
 # student mode: no course repository, the notebook's own test cells
 
-# `python -m grader` as a student runs it, with `solutions` made unimportable (the venv's editable install
-# would otherwise provide it): the copy of the package in the student repository must be enough
+# `python -m grader` as a student runs it, with `solutions`, nbgrader and torch made unimportable in the
+# validating process (the venv would otherwise provide them; the notebook's kernel is another process): the
+# student kit copied into the student repository must be enough
 AS_A_STUDENT = """
 import importlib.abc, runpy, sys
-class NoSolutions(importlib.abc.MetaPathFinder):
+class Absent(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "solutions":
-            raise ModuleNotFoundError(f"No module named {name!r} (a student has no solutions)")
-sys.meta_path.insert(0, NoSolutions())
+        if name.split(".")[0] in ("solutions", "nbgrader", "torch"):
+            raise ModuleNotFoundError(f"No module named {name!r} (not in the student kit's process)")
+sys.meta_path.insert(0, Absent())
 try:
     runpy.run_module("grader", run_name="__main__", alter_sys=True)
 finally:
     import grader
     print("grader from", grader.__file__, "solutions imported:", "solutions" in sys.modules, file=sys.stderr)
+    print("grader modules:", " ".join(sorted(m for m in sys.modules if m.split(".")[0] == "grader")), file=sys.stderr)
 """
 
 
@@ -265,15 +267,18 @@ def student_stubs(student_repo):
                           cwd=student_repo, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_release_ships_the_grader_package_and_says_how_to_validate(student_repo):
-    copied = student_repo / "grader"
-    assert sorted(p.name for p in copied.iterdir()) == sorted(p.name for p in (COURSE.root / "grader").glob("*.py"))
-    for module in copied.iterdir():
-        assert module.read_bytes() == (COURSE.root / "grader" / module.name).read_bytes()
+def test_release_ships_the_student_kit_and_says_how_to_validate(student_repo):
+    copied = sorted(p.relative_to(student_repo) for p in (student_repo / "grader").rglob("*") if p.is_file())
+    assert copied == student_kit()
+    assert {"grader/student/validate.py", "grader/plan.py"} <= {str(p) for p in copied}
+    for shipped in copied:  # the kit is validate's import closure: no sandbox, red team, book or checks
+        assert shipped.parts[1] not in ("grading", "book", "dev") and shipped.name != "checks.py", shipped
+        assert (student_repo / shipped).read_bytes() == (COURSE.root / shipped).read_bytes()
     assert (student_repo / "README.md").read_text() == STUDENT_README
     assert "python -m grader validate ch04_masks/masks.ipynb" in STUDENT_README
     requirements = (student_repo / "requirements.txt").read_text()
-    assert requirements == STUDENT_REQUIREMENTS and {"nbgrader", "nbclient"} <= set(requirements.splitlines())
+    assert requirements == STUDENT_REQUIREMENTS and {"nbclient", "nbformat"} <= set(requirements.splitlines())
+    assert "nbgrader" not in requirements
     assert not (student_repo.parent.parent / "nbgrader_config.py").exists()  # not a course: student mode
 
 
@@ -281,6 +286,9 @@ def test_student_mode_runs_the_released_stubs_with_the_copied_package_alone(stud
     out, err = student_stubs.stdout, student_stubs.stderr
     assert student_stubs.returncode == 1, out + err
     assert f"grader from {student_repo / 'grader' / '__init__.py'} solutions imported: False" in err
+    loaded = next(line for line in err.splitlines() if line.startswith("grader modules: ")).split()[2:]
+    kit = {".".join(p.with_suffix("").parts).removesuffix(".__init__") for p in student_kit()}
+    assert set(loaded) <= kit, set(loaded) - kit  # it ran on the kit alone, without nbgrader or torch
     lines = out.splitlines()
     assert lines[0] == "masks.ipynb — chapter 4: Masks"  # the number from the folder, the title from the notebook
     assert lines[1].startswith(f"Running it as grading does: a fresh kernel in {student_repo / CH.id}, ")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from grader import wire
 from grader.checks import Array, Case, Outcome, to_plain
+from grader.grading import wire
 
 
 def test_cases_round_trip_with_tensors_dtypes_generators_and_0d_values(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .cells import split_hidden
+from ..cells import split_hidden
 
 
 def without_hidden(source: str) -> str:

@@ -1,7 +1,7 @@
 """``grader validate PATH.ipynb``: a student's check of their notebook before handing it in.
 
 The notebook runs the way grading runs it: a fresh kernel in the notebook's folder, the cells tagged
-``demo`` skipped, every graded test cell placed by the same :func:`grader.verdict.plan` that grading uses.
+``demo`` skipped, every graded test cell placed by the same :func:`grader.plan.plan` that grading uses.
 Every cell runs, also after an error, each under a time limit. Then each exercise gets one verdict --
 passed, not yet implemented, or failed with the error and the failing line -- and the notebook's own
 problems (edited or deleted test cells, another file name) are listed as warnings. Only the visible tests
@@ -23,7 +23,6 @@ student notebooks (``grader release``) so that ``python -m grader validate`` wor
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +30,12 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
-from nbgrader.utils import compute_checksum
 
-from .cells import exercises, nbgrader_meta, title
-from .course import CHAPTER_DIR, Chapter, Course, GraderError, UsageError
-from .execute import QUIET_KERNEL
-from .intake import Rejected, grade_ids, read_submission
-from .scoring import SKIPPED, SkipDemoCells
-from .verdict import Kit, Plan, TestCell, plan
+from ..cells import checksum, exercises, grade_ids, is_demo, nbgrader_meta, title
+from ..course import CHAPTER_DIR, Chapter, Course, GraderError, UsageError
+from ..execute import QUIET_KERNEL
+from ..plan import Kit, Plan, TestCell, plan
+from ..submission import Rejected, read_submission
 
 TIMEOUT, DIED = "Timeout", "DeadKernelError"
 SETUP = "the setup cell"
@@ -85,7 +82,7 @@ class Reference:
 
 def tests_of(chapter: Chapter | None, nb: nbformat.NotebookNode) -> tuple[Kit, list[str]]:
     """The notebook's exercises and the visible part of their test cells (hidden checks stay with grading).
-    Of duplicated test cells the first counts, as :func:`grader.verdict.plan` runs it in the first's place."""
+    Of duplicated test cells the first counts, as :func:`grader.plan.plan` runs it in the first's place."""
     tests: dict[str, TestCell] = {}
     found = exercises(nb)
     for ex in found:
@@ -153,7 +150,7 @@ def notebook_warnings(nb: nbformat.NotebookNode, ref: Reference, path: Path) -> 
         if grade_id not in ref.kit.tests:
             continue
         try:
-            edited = "checksum" in meta and compute_checksum(cell) != meta["checksum"]
+            edited = "checksum" in meta and checksum(cell) != meta["checksum"]
         except Exception:  # metadata too damaged to checksum: certainly not as released
             edited = True
         if edited and ref.restores:
@@ -279,8 +276,7 @@ def validate(course: Course | None, path: Path, *, timeout: int = 60, out=print)
     out(f"{path.name} — {ref.heading}")
     warnings = notebook_warnings(nb, ref, path)
 
-    skipped, _ = SkipDemoCells().preprocess(copy.deepcopy(nb), {})
-    demo = sum(c.cell_type == "code" and c.source == SKIPPED for c in skipped.cells)
+    demo = sum(is_demo(c) for c in nb.cells)
     out(f"Running it as grading does: a fresh kernel in {path.resolve().parent}, {demo} cell(s) tagged demo "
         "skipped (grading skips them too) ...")
     if not ref.restores:

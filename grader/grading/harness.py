@@ -4,7 +4,7 @@ The grader hands over a *plan*: the notebook's code cells in order (the student'
 graded test cell replaced by the instructor's visible part), and for each test cell the check cases to
 evaluate right after it. This module runs the cells in an IPython shell (so magics and ``display`` work
 as in a kernel) and, after each test cell, calls the student's objects on the cases and writes what
-they returned as plain data (:mod:`grader.wire`) into the results folder. It never sees a reference
+they returned as plain data (:mod:`grader.grading.wire`) into the results folder. It never sees a reference
 output or a hidden test's source, and it decides nothing: the grader judges the results afterwards, in
 a process where no student code ran.
 
@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from . import checks, wire
+from .. import checks
+from . import wire
 
 MAX_CELL_OUTPUT = 20_000  # characters of stdout/stderr kept per cell (the rest is counted, not kept)
 

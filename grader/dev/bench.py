@@ -1,6 +1,6 @@
-"""Measure the chapters against their budgets: ``python -m grader.bench [CHAPTER ...]`` (``make bench``),
-grading against plain nbgrader: ``python -m grader.bench --grading [--n 40]`` (``make bench-grading``), and
-the book's build: ``python -m grader.bench --build`` (``make bench-build``): cold, unchanged, one chapter changed.
+"""Measure the chapters against their budgets: ``python -m grader.dev.bench [CHAPTER ...]`` (``make bench``),
+grading against plain nbgrader: ``python -m grader.dev.bench --grading [--n 40]`` (``make bench-grading``), and
+the book's build: ``python -m grader.dev.bench --build`` (``make bench-build``): cold, unchanged, one chapter changed.
 
 For each chapter it executes the source notebook in a fresh kernel (no cache) and prints the whole
 notebook's wall time (budget: 60 s on 2 CPU cores), the time of its graded test cells with visible and
@@ -22,14 +22,14 @@ import nbformat
 from nbclient import NotebookClient
 from nbgrader.api import Gradebook
 
+from ..cells import nbgrader_meta
+from ..course import Course, GraderError, Workspace
+from ..execute import KERNEL_ENV, QUIET_KERNEL
+from ..grading.autograde import autograde
+from ..grading.report import collect
+from ..nbgrader_run import nbgrader
+from ..release import release
 from . import redteam, samples
-from .autograde import autograde
-from .cells import nbgrader_meta
-from .course import Course, GraderError, Workspace
-from .execute import KERNEL_ENV, QUIET_KERNEL
-from .nbgrader_run import nbgrader
-from .release import release
-from .report import collect
 
 
 def _seconds(cell) -> float:

@@ -3,7 +3,7 @@
 Student code lives in ``tests/student_code/<slug>/<exercise>__<variant>.py``: each file is the complete
 source a student would put in that exercise's solution cell (``__correct`` and ``__correct_<how>``
 variants are right answers, written as a student would; every other variant is a realistic mistake).
-The tests grade submissions assembled from them, and ``python -m grader.samples OUT`` lays out a small
+The tests grade submissions assembled from them, and ``python -m grader.dev.samples OUT`` lays out a small
 demo class for ``make grade-demo``.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import nbformat
 
-from .cells import exercises
-from .course import Chapter, Course
-from .release import release
+from ..cells import exercises
+from ..course import Chapter, Course
+from ..release import release
 
 WARNING_WRAPPER = '''
 
@@ -133,7 +133,7 @@ def demo(course: Course, out: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m grader.samples OUT_DIR", file=sys.stderr)
+        print("usage: python -m grader.dev.samples OUT_DIR", file=sys.stderr)
         return 2
     made = demo(Course.here(), Path(argv[0]))
     print(f"{len(made)} sample submissions in {argv[0]}: " + ", ".join(made))

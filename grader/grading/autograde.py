@@ -2,9 +2,9 @@
 
 Each submission goes through intake (one well-formed notebook of the right chapter, or a reason) and is
 copied into nbgrader's ``submitted`` folder. Its cells then run in a sandbox forked from a warm
-interpreter (:mod:`grader.sandbox`), with the instructor's test cells in place of whatever the student
+interpreter (:mod:`grader.grading.sandbox`), with the instructor's test cells in place of whatever the student
 handed in; the points are decided afterwards in this process, from plain data, by the hidden checks
-(:mod:`grader.verdict`). Grades go into nbgrader's gradebook, so ``grader report``, nbgrader's feedback
+(:mod:`grader.grading.verdict`). Grades go into nbgrader's gradebook, so ``grader report``, nbgrader's feedback
 and formgrader work as with ``nbgrader autograde``. Whatever happens to one submission is recorded
 (``runs``: graded, flagged -- the notebook crashed or ran out of time, and only the tests it reached
 count -- or failed at intake) and the run goes on. ``--jobs N`` runs N sandboxes at once; ``--shard
@@ -27,10 +27,13 @@ from pathlib import Path
 
 import nbformat
 
+from ..cells import grade_ids
+from ..course import Chapter, Course, UsageError, Workspace
+from ..plan import plan
+from ..release import ReleaseFailed, release
+from ..submission import Rejected
 from . import runs, verdict
-from .course import Chapter, Course, UsageError, Workspace
-from .intake import Rejected, accept, grade_ids
-from .release import ReleaseFailed, release
+from .intake import accept
 from .sandbox import Limits, Zygote
 
 
@@ -149,7 +152,7 @@ class _Grading:
                 shutil.copy(stamp, dest_dir / "timestamp.txt")
         nbformat.write(accepted.notebook, dest_dir / ch.notebook.name)
         kit = self.kits[ch.id]
-        the_plan = verdict.plan(kit, accepted.notebook)
+        the_plan = plan(kit, accepted.notebook)
         folder = ws.path("sandbox", "jobs", f"{job.student}--{ch.id}")
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)

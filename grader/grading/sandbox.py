@@ -1,8 +1,8 @@
 """The sandbox every student notebook runs in, forked from a warm interpreter.
 
-A *zygote* is a long-lived trusted process (``python -m grader.sandbox``) that imports torch, numpy,
+A *zygote* is a long-lived trusted process (``python -m grader.grading.sandbox``) that imports torch, numpy,
 IPython and the harness once (about 2 s), then serves jobs one at a time from its stdin: for each it
-forks a child that walls itself in and runs :mod:`grader.harness` on the job's plan. A submission thus
+forks a child that walls itself in and runs :mod:`grader.grading.harness` on the job's plan. A submission thus
 costs a ``fork`` instead of a kernel start and ``import torch``.
 
 The child, before any student code runs:
@@ -82,7 +82,7 @@ class Zygote:
         env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"}
         self.uid, self._lock = _claim_uid() if os.geteuid() == 0 else (os.geteuid(), None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.sandbox", str(self.uid), *map(str, hide)],
+            [sys.executable, "-m", "grader.grading.sandbox", str(self.uid), *map(str, hide)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
             start_new_session=True)
         hello = self.proc.stdout.readline()

@@ -2,7 +2,7 @@
 
 ``build(course, inbox, paths)`` lays the class out for one chapter (chapter 2 by default: it has a
 banned built-in) and returns the expected outcome of each case. ``tests/test_redteam.py`` grades it with
-``grader autograde`` and asserts every outcome; ``python -m grader.bench --redteam`` also grades it with
+``grader autograde`` and asserts every outcome; ``python -m grader.dev.bench --redteam`` also grades it with
 plain ``nbgrader autograde`` and prints both columns.
 
 *Wrong* means every exercise holds a realistic mistake (each exercise's first wrong variant), so a case
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import nbformat
 
+from ..cells import exercises, nbgrader_meta
+from ..course import Chapter, Course
 from . import samples
-from .cells import exercises, nbgrader_meta
-from .course import Chapter, Course
 
 
 @dataclass

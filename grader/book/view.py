@@ -11,7 +11,7 @@ import copy
 import nbformat
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
 
-from .course import GraderError
+from ..course import GraderError
 
 #: Text that must never reach a student or the published site.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
+from ..course import Course, Workspace
+from ..nbgrader_run import nbgrader
 from . import runs
-from .course import Course, Workspace
-from .nbgrader_run import nbgrader
 
 
 @dataclass

@@ -4,7 +4,7 @@ MathJax 3 is fetched once from the npm registry (``npm pack``, checked against a
 ``.vendor/`` beside ``.venv/`` and copied into the site's ``_static/mathjax/``. Without it (no ``npm``, no
 registry) the book still builds and loads MathJax from its CDN, and says so.
 
-    python -m grader.vendor        # fetch now (``make setup`` does)
+    python -m grader.book.vendor        # fetch now (``make setup`` does)
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def fetch_mathjax(root: Path, log=print) -> bool:
 
 
 def main() -> int:
-    from .course import find_root
+    from ..course import find_root
 
     return 0 if fetch_mathjax(find_root()) else 1
 

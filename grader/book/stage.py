@@ -17,9 +17,10 @@ from pathlib import Path
 
 import nbformat
 
-from .course import Chapter, Course
+from ..cells import is_claim
+from ..course import Chapter, Course
+from ..execute import execute
 from .deps import DEPENDENCIES, dependency_map
-from .execute import execute
 from .view import student_view
 
 _VERSIONED = ("torch", "numpy", "matplotlib", "seaborn", "nbclient", "ipykernel")
@@ -110,6 +111,15 @@ def executed_page(course: Course, notebook: Path, log=print) -> nbformat.Noteboo
     return _cached_execution(course, name, h.hexdigest()[:20], notebook, log)
 
 
+def hide_claims(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Claim cells ran (a failing claim stops the build, naming it) and glued their numbers; readers see
+    neither their code nor their output (Jupyter Book's ``remove-cell``)."""
+    for cell in nb.cells:
+        if is_claim(cell) and "remove-cell" not in cell.metadata.setdefault("tags", []):
+            cell.metadata["tags"].append("remove-cell")
+    return nb
+
+
 def _write_if_changed(path: Path, data: bytes) -> None:
     # Sphinx rebuilds pages whose files are newer, so unchanged pages keep their mtime.
     if path.exists() and path.read_bytes() == data:
@@ -129,7 +139,7 @@ def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: boo
                 or ".ipynb_checkpoints" in rel.parts or rel.name == DEPENDENCIES:
             continue
         if src.suffix == ".ipynb":
-            data = nbformat.writes(executed_page(course, src, log)).encode()
+            data = nbformat.writes(hide_claims(executed_page(course, src, log))).encode()
         else:
             data = src.read_bytes()
         _write_if_changed(out / rel, data)
@@ -138,7 +148,7 @@ def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: boo
         _write_if_changed(out / path, data)
         wanted.add(out / path)
     for ch in chapters:
-        nb = executed_source(course, ch, log)
+        nb = hide_claims(executed_source(course, ch, log))
         if not instructor:
             nb = student_view(nb, label=str(ch.notebook.relative_to(course.root)))
         dest = out / ch.notebook.relative_to(course.book)

@@ -1,6 +1,6 @@
 """Chapter 9 benchmark: naive attention, tiled PyTorch, Triton and the SDPA backends, side by side.
 
-Run ``python -m solutions.bench`` (``--help`` lists the options). For every case ``(B, H, T, d, dtype,
+Run ``python -m grader.dev.attention_bench`` (``--help`` lists the options). For every case ``(B, H, T, d, dtype,
 causal)`` of a table chosen for the device (small on a CPU; on CUDA bf16 with B=4, H=16, d=64 and
 T in 1024..16384, plus d=128 and fp16 at T=8192) it measures, for each method,
 
@@ -38,7 +38,7 @@ JSON schema (``"schema": "ch09-flash-bench/1"``), one file per run::
     {
       "schema": "ch09-flash-bench/1",
       "created": "2026-05-09T12:34:56+00:00",        # UTC, ISO 8601
-      "command": "python -m solutions.bench --quick",  # no host name; paths made repo-relative
+      "command": "python -m grader.dev.attention_bench --quick",  # no host name; paths made repo-relative
       "quick": false,
       "complete": true,                                # false while running / if cut short
       "device": {"type": "cuda" | "cpu", "name": str, "slug": str,
@@ -78,7 +78,7 @@ each other's inverse. ``load_recorded(folder)`` reads every such file of a folde
 chapter plots recorded GPU runs next to its live CPU run; ``result_rows(run)`` flattens one run for
 plotting.
 
-Recording on a GPU: ``bash solutions/gpu_record.sh`` (checks the environment, runs this module and
+Recording on a GPU: ``bash grader/dev/gpu_record.sh`` (checks the environment, runs this module and
 writes ``book/ch09_flash/data/bench-<device-slug>-<date>.json``).
 """
 
@@ -109,7 +109,7 @@ from torch.utils._pytree import tree_leaves
 from solutions.flash import flash_attention_forward, naive_attention
 
 SCHEMA = "ch09-flash-bench/1"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO / "book" / "ch09_flash" / "data"
 METHODS = ("naive", "tiled", "triton", "sdpa_flash", "sdpa_efficient", "sdpa_math")
 SDPA_METHODS = ("sdpa_flash", "sdpa_efficient", "sdpa_math")
@@ -121,7 +121,7 @@ try:
 
     FLOPS_SOURCE = "solutions.complexity.attention_flops"
 except ImportError:  # solutions.complexity needs numpy; a bare GPU image may lack it
-    FLOPS_SOURCE = "solutions.bench fallback (solutions.complexity failed to import)"
+    FLOPS_SOURCE = "attention_bench fallback (solutions.complexity failed to import)"
 
     def attention_flops(T: int, d_k: int, d_v: int | None = None, batch: int = 1, heads: int = 1,
                         causal: bool = False) -> int:
@@ -643,7 +643,7 @@ def environment() -> dict[str, Any]:
 
 
 def command_line(argv: list[str]) -> str:
-    """``python -m solutions.bench ...`` with paths inside the repo made relative (no home or host)."""
+    """``python -m grader.dev.attention_bench ...`` with paths inside the repo made relative (no home or host)."""
     args = []
     for a in argv:
         p = Path(a)
@@ -653,7 +653,7 @@ def command_line(argv: list[str]) -> str:
             except ValueError:
                 a = "<path>/" + p.name
         args.append(a)
-    return shlex.join(["python", "-m", "solutions.bench", *args])
+    return shlex.join(["python", "-m", "grader.dev.attention_bench", *args])
 
 
 TARGETS = (
@@ -832,10 +832,10 @@ def _blocks_arg(text: str) -> list[tuple[int, int]]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m solutions.bench",
+        prog="python -m grader.dev.attention_bench",
         description="Time naive attention, the tiled PyTorch FlashAttention, the Triton kernel and the SDPA "
                     "backends (forward pass); print a table and write a JSON record.",
-        epilog="Example: python -m solutions.bench --cases 4,16,8192,64,bf16,1 --out /tmp/run.json",
+        epilog="Example: python -m grader.dev.attention_bench --cases 4,16,8192,64,bf16,1 --out /tmp/run.json",
     )
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
     p.add_argument("--quick", action="store_true", help="tiny cases and few repetitions (for tests)")

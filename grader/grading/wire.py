@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checks import Array, Case, Outcome
+from ..checks import Array, Case, Outcome
 
 MAX_JSON_BYTES = 8 * 1024 * 1024
 MAX_ARRAYS = 4096

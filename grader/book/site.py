@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from .course import Chapter, Course, GraderError
+from ..course import Chapter, Course, GraderError
 from .vendor import MATHJAX_ENTRY, fetch_mathjax, mathjax_static
 
 

@@ -20,16 +20,12 @@ from __future__ import annotations
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .cells import nbgrader_meta
-
-DEMO_TAG = "demo"
-SKIPPED = "# (demo cell: not run while grading)"
+from ..cells import SKIPPED, is_demo, nbgrader_meta
 
 
 class SkipDemoCells(NbGraderPreprocessor):
     def preprocess_cell(self, cell, resources, index):
-        if (cell.cell_type == "code" and DEMO_TAG in cell.get("metadata", {}).get("tags", [])
-                and not nbgrader_meta(cell)):
+        if is_demo(cell):
             cell.source = SKIPPED
             cell.outputs = []
         return cell, resources

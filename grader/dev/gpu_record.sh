@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Record chapter 9's benchmark on a CUDA GPU, in one short run.
 #
-#   bash solutions/gpu_record.sh [extra options for python -m solutions.bench]
+#   bash grader/dev/gpu_record.sh [extra options for python -m grader.dev.attention_bench]
 #
 # What it does, from the repository root:
 #   1. picks a Python whose torch sees a GPU: $PYTHON if set, else .venv/bin/python, python3, python;
 #   2. prints the versions it will record (torch, CUDA, GPU, triton); installs nothing: the PyTorch CUDA
-#      wheels bring triton along, and `python -m solutions.bench` runs from the checkout without being
+#      wheels bring triton along, and `python -m grader.dev.attention_bench` runs from the checkout without being
 #      installed (a missing triton only turns the Triton column into "unavailable");
 #   3. optionally (RUN_TESTS=1, needs pytest) runs the kernel's GPU tests, tests/test_flash_triton.py -k cuda;
-#   4. runs `python -m solutions.bench` under `timeout` ($BENCH_TIMEOUT seconds, default 540). The benchmark
+#   4. runs `python -m grader.dev.attention_bench` under `timeout` ($BENCH_TIMEOUT seconds, default 540). The benchmark
 #      checks the Triton kernels against float64 first, then writes
 #      book/ch09_flash/data/bench-<device-slug>-<date>.json after every case (so a run cut short keeps what
 #      it measured) and prints the table and the chapter's targets (MET / NOT MET);
@@ -17,7 +17,7 @@
 #
 # Budget on an H200: about 5 minutes (kernel compilation included). Nothing here needs the network.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 has_cuda_torch() {
     "$1" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
@@ -57,7 +57,7 @@ fi
 
 LOG="$(mktemp)"
 status=0
-timeout "${BENCH_TIMEOUT:-540}" "$PY" -m solutions.bench "$@" | tee "$LOG" || status=$?
+timeout "${BENCH_TIMEOUT:-540}" "$PY" -m grader.dev.attention_bench "$@" | tee "$LOG" || status=$?
 JSON="$(sed -n 's/^wrote //p' "$LOG" | tail -n 1)"
 if [ -z "$JSON" ]; then
     # cut short: the newest record still holds every finished case ("complete": false)

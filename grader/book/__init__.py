@@ -1,0 +1,1 @@
+"""Building the published book: staging (execute, student view), the site, vendored assets, the chapter map."""
