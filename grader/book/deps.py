@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from .cells import title
-from .course import Course, GraderError
+from ..cells import title
+from ..course import Course, GraderError
 
 DEPENDENCIES = "_dependencies.yml"
 MAP_SVG = "dependency-map.svg"
