@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
 
 from .cells import is_claim
 from .course import Chapter, Course, GraderError, Workspace
@@ -20,6 +21,8 @@ class ReleaseFailed(GraderError):
 class RemoveClaimCells(Preprocessor):
     """``nbgrader generate_assignment`` step (``nbgrader_config.py``): the book's claim cells check the
     reference's demos and glue numbers into the prose; a student's notebook has no use for them."""
+
+    enabled = Bool(True).tag(config=True)   # nbconvert's preprocessors are off unless enabled; nbgrader's are on
 
     def preprocess(self, nb, resources):
         nb.cells = [cell for cell in nb.cells if not is_claim(cell)]
