@@ -26,7 +26,7 @@ from grader.book.view import student_view
 from grader.cli import main
 from grader.course import Course
 from grader.dev import samples
-from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, student_kit, write_student_repo_files
+from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, RemoveClaimCells, student_kit, write_student_repo_files
 from grader.student.validate import SETUP, STUDENT_MODE, VISIBLE_ONLY, Cell, Error, verdict
 
 COURSE = Course.here()
@@ -37,9 +37,10 @@ GRADER = Path(sys.executable).parent / "grader"
 
 
 def released() -> nbformat.NotebookNode:
-    """The student notebook as `grader release` makes it -- nbgrader's own stripping and checksums -- in memory,
-    so that nothing is written under _build/."""
-    nb = student_view(nbformat.read(CH.notebook, as_version=4), label=CH.id)
+    """The student notebook as `grader release` makes it -- claim cells left out, nbgrader's own stripping
+    and checksums -- in memory, so that nothing is written under _build/."""
+    nb, _ = RemoveClaimCells().preprocess(nbformat.read(CH.notebook, as_version=4), {})
+    nb = student_view(nb, label=CH.id)
     nb, _ = ClearOutput().preprocess(nb, {})
     nb, _ = ComputeChecksums().preprocess(nb, {})
     return nb
