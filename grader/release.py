@@ -79,6 +79,7 @@ def write_student_repo_files(course: Course) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "requirements.txt").write_text(STUDENT_REQUIREMENTS)
     (out / "README.md").write_text(STUDENT_README)
+    shutil.copyfile(course.hardware, out / course.hardware.name)  # the demos read ../hardware.csv
     copy_grader(out / "grader")
 
 
