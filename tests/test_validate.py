@@ -275,6 +275,7 @@ def test_release_ships_the_student_kit_and_says_how_to_validate(student_repo):
         assert shipped.parts[1] not in ("grading", "book", "dev") and shipped.name != "checks.py", shipped
         assert (student_repo / shipped).read_bytes() == (COURSE.root / shipped).read_bytes()
     assert (student_repo / "README.md").read_text() == STUDENT_README
+    assert (student_repo / "hardware.csv").read_bytes() == COURSE.hardware.read_bytes()  # ../hardware.csv of the demos
     assert "python -m grader validate ch04_masks/masks.ipynb" in STUDENT_README
     requirements = (student_repo / "requirements.txt").read_text()
     assert requirements == STUDENT_REQUIREMENTS and {"nbclient", "nbformat"} <= set(requirements.splitlines())
