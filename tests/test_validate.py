@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -253,6 +254,8 @@ finally:
 def student_repo(tmp_path_factory) -> Path:
     """``_build/release/`` as `grader release` lays it out, outside the course: the student repository."""
     root = tmp_path_factory.mktemp("student")
+    (root / "book").mkdir()
+    shutil.copyfile(COURSE.hardware, root / "book" / COURSE.hardware.name)  # the course's cited hardware table
     write_student_repo_files(Course(root))
     repo = root / "_build" / "release"
     (repo / CH.id).mkdir()
