@@ -334,9 +334,32 @@ class _BannedOpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+#: Banning a family's head bans the family: ``exp(log_softmax(x))`` is a softmax, whatever its name.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "torch.softmax": ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax",
+                      "torch.special.softmax", "torch.log_softmax", "torch.Tensor.log_softmax",
+                      "torch.nn.functional.log_softmax", "torch.special.log_softmax", "aten._softmax",
+                      "aten._log_softmax", "aten._safe_softmax"),
+    "torch.nn.functional.scaled_dot_product_attention": (
+        "torch.nn.functional.scaled_dot_product_attention", "aten._scaled_dot_product*"),
+}
+
+
+def banned_family(names: Iterable[str]) -> list[str]:
+    """``names`` with every family whose head is among them (in order, without repeats)."""
+    out: list[str] = []
+    for name in names:
+        for member in FAMILIES.get(name, (name,)):
+            if member not in out:
+                out.append(member)
+        if name not in out:
+            out.append(name)
+    return out
+
+
 @contextlib.contextmanager
 def _recording_banned(names: Iterable[str], seen: list[str]):
-    names = list(names)
+    names = banned_family(names)
     ops = [n for n in names if n.startswith("aten.")]
     functions = {resolve(n): n for n in names if not n.startswith("aten.")}
     with contextlib.ExitStack() as stack:

@@ -193,7 +193,7 @@ class _Grading:
             shutil.rmtree(folder, ignore_errors=True)
         if finished.status == "finished" and not results.done:
             finished.status = "died"
-            finished.detail = "the notebook ended its own process before the end (os._exit?)"
+            finished.detail = results.problem or "the notebook ended its own process before the end (os._exit?)"
         if finished.results_over:
             finished.status = "died"
             finished.detail = (f"the notebook sent more than {wire.MAX_STREAM_BYTES // 2**20} MiB of results; "

@@ -344,6 +344,97 @@ def probe() -> str:
     return "weak: unshare() is not permitted here (a container?), so an unprivileged uid and rlimits only"
 
 
+class Cgroups:
+    """One cgroup per job, so that one submission cannot take another's CPU, memory or process slots:
+    equal CPU weight, a CPU quota of ``limits.threads`` cores, ``memory`` (page cache and tmpfs pages the
+    job writes included) and ``processes`` as kernel limits. Works on cgroup v1 (one folder per controller,
+    under the zygote's own cgroup) and v2 (one folder under the zygote's cgroup, which must delegate the
+    controllers); :meth:`detect` says which, or why neither."""
+
+    V1 = ("cpu", "memory", "pids")
+    V2 = ("cpu", "memory", "pids")
+
+    def __init__(self, version: str, bases: dict[str, Path]):
+        self.version, self.bases, self.count = version, bases, 0
+
+    @classmethod
+    def detect(cls) -> tuple[Cgroups | None, str]:
+        if os.geteuid() != 0:
+            return None, "not root"
+        mine = {}
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                _, controllers, path = line.split(":", 2)
+                for c in controllers.split(","):
+                    mine[c] = path
+        except OSError as exc:
+            return None, str(exc)
+        v1 = {c: Path("/sys/fs/cgroup", c, mine[c].lstrip("/")) for c in cls.V1 if c in mine}
+        if len(v1) == len(cls.V1) and all((b / "cgroup.procs").exists() for b in v1.values()):
+            probe = cls("v1", v1)
+            try:
+                probe.close(probe.create(Limits()))
+                return probe, "v1: cpu, memory, pids"
+            except OSError as exc:
+                return None, f"cgroup v1 not writable ({exc.strerror})"
+        if "" in mine and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            base = Path("/sys/fs/cgroup", mine[""].lstrip("/"))
+            try:
+                available = (base / "cgroup.controllers").read_text().split()
+                if not set(cls.V2) <= set(available):
+                    return None, f"cgroup v2 without the {', '.join(sorted(set(cls.V2) - set(available)))} controller(s)"
+                (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in cls.V2))
+                probe = cls("v2", {"": base})
+                probe.close(probe.create(Limits()))
+                return probe, "v2: cpu, memory, pids"
+            except OSError as exc:
+                return None, f"cgroup v2 not delegated here ({exc.strerror})"
+        return None, "no cgroup cpu, memory and pids controllers"
+
+    def create(self, limits: Limits) -> list[Path]:
+        self.count += 1
+        name = f"grader-job-{os.getpid()}-{self.count}"
+        made = []
+        try:
+            for controller, base in self.bases.items():
+                folder = base / name
+                folder.mkdir(mode=0o700)
+                made.append(folder)
+                if self.version == "v1":
+                    values = {"cpu": {"cpu.shares": "1024", "cpu.cfs_period_us": "100000",
+                                      "cpu.cfs_quota_us": str(100000 * max(1, limits.threads))},
+                              "memory": {"memory.limit_in_bytes": str(limits.memory + (512 << 20))},
+                              "pids": {"pids.max": str(limits.processes)}}[controller]
+                else:
+                    values = {"cpu.weight": "100", "cpu.max": f"{100000 * max(1, limits.threads)} 100000",
+                              "memory.max": str(limits.memory + (512 << 20)), "memory.swap.max": "0",
+                              "pids.max": str(limits.processes)}
+                for key, value in values.items():
+                    if (folder / key).exists():
+                        (folder / key).write_text(value)
+        except OSError:
+            self.close(made)
+            raise
+        return made
+
+    @staticmethod
+    def join(folders: list[Path]) -> None:
+        for folder in folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    @staticmethod
+    def close(folders: list[Path]) -> None:
+        for folder in folders:
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
 def _limit(limits: Limits) -> None:
     import resource
 
@@ -412,8 +503,10 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
 
 
 def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict, results: int,
-            report_fd: int) -> None:
-    """The forked child: enter the namespaces, then fork the notebook's process and wait for it."""
+            report_fd: int, cgroups: list[Path]) -> None:
+    """The forked child: join the job's cgroups, enter the namespaces, then fork the notebook's process
+    and wait for it."""
+    Cgroups.join(cgroups)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
@@ -511,7 +604,8 @@ class _Stream:
             os.close(fd)
 
 
-def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation: str, cache: dict) -> dict:
+def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation: str, cache: dict,
+               cgroups: Cgroups | None = None) -> dict:
     from . import wire
 
     job = Path(request["job"])
@@ -520,6 +614,7 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
     for folder in request.get("cases", []):
         if folder not in cache:
             cache[folder] = wire.read(Path(folder))
+    groups = cgroups.create(limits) if cgroups else []
     read_end, write_end = os.pipe()
     report_r, report_w = os.pipe()
     leader = os.fork()
@@ -527,7 +622,7 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
         try:
             os.close(read_end)
             os.close(report_r)
-            _leader(job, limits, uid, hide, full, cache, write_end, report_w)
+            _leader(job, limits, uid, hide, full, cache, write_end, report_w, groups)
         finally:
             os._exit(71)
     os.close(write_end)
@@ -567,6 +662,7 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             break
         stream.pump(min(left, 0.05))
     stream.close()
+    Cgroups.close(groups)
     seconds = time.monotonic() - start
     if status == "timeout":
         detail = f"the notebook ran longer than {limits.wall:.0f} s and was stopped"
@@ -601,6 +697,8 @@ def serve(uid: int, hide: list[Path]) -> None:
 
     isolation = probe()
     full = isolation.startswith("full")
+    cgroups, how = Cgroups.detect()
+    isolation += f"; one cgroup per job ({how})" if cgroups else f"; no cgroup per job ({how}): jobs share CPU"
     cache: dict = {}
     out = sys.stdout
     out.write(json.dumps({"uid": uid, "isolation": isolation}) + "\n")
@@ -609,7 +707,7 @@ def serve(uid: int, hide: list[Path]) -> None:
         if not line.strip():
             continue
         try:
-            reply = _serve_one(json.loads(line), uid, hide, full, isolation, cache)
+            reply = _serve_one(json.loads(line), uid, hide, full, isolation, cache, cgroups)
         except Exception as exc:  # noqa: BLE001 -- report, keep serving
             reply = {"status": "died", "detail": f"the sandbox failed: {type(exc).__name__}: {exc}",
                      "seconds": 0.0, "isolation": isolation}
