@@ -411,3 +411,22 @@ def test_banning_a_family_head_bans_the_family():
     (out,) = checks.evaluate(lambda x: torch.log_softmax(x, -1).exp(), [checks.Case(args=(torch.randn(3),))],
                              ["torch.softmax"])
     assert out.banned_calls
+
+
+def test_a_banned_operator_on_another_thread_is_recorded_and_gradients_still_flow():
+    import threading
+
+    def threaded(x):
+        box = []
+        worker = threading.Thread(target=lambda: box.append(torch.softmax(x, -1)))
+        worker.start()
+        worker.join()
+        return box[0]
+
+    (out,) = checks.evaluate(threaded, [checks.Case(args=(torch.randn(3),))], ["aten._softmax"])
+    assert out.banned_calls == ("aten._softmax",)
+    x = torch.randn(3, requires_grad=True)
+    torch.softmax(x, -1)[0].backward()  # the process-wide kernel sits below autograd
+    assert x.grad is not None and abs(float(x.grad.sum())) < 1e-6
+    (out,) = checks.evaluate(lambda x: torch.softmax(x, -1), [checks.Case(args=(torch.randn(3),))], [])
+    assert out.banned_calls == ()  # nothing is recorded outside a window that bans it

@@ -449,12 +449,18 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
             "import threading, torch\n\ndef softmax(x, dim=-1):\n    box = []\n"
             "    t = threading.Thread(target=lambda: box.append(torch.softmax(x, dim=dim)))\n"
             "    t.start()\n    t.join()\n    return box[0]\n")}
-        gap = "banned calls are recorded in the student's process, on the calling thread only"
+        gap = "banned calls are recorded in the student's process (a mode per thread, a kernel per operator)"
         put("rt-banned-thread", samples.fill(released, threaded), about="torch.softmax called on another thread",
             score=full - points["softmax"])
-        expect_open["rt-banned-thread"] = gap
+        inference = {**correct, "softmax": threaded["softmax"].replace(
+            "box.append(torch.softmax(x, dim=dim))", "box.append(_inf(x, dim))").replace(
+            "def softmax(", "def _inf(x, dim):\n    with torch.inference_mode():\n"
+                            "        return torch.softmax(x.clone(), dim=dim).clone()\n\n\ndef softmax(")}
+        put("rt-banned-thread-inference", samples.fill(released, inference),
+            about="torch.softmax on another thread under torch.inference_mode", score=full - points["softmax"])
+        expect_open["rt-banned-thread-inference"] = gap
         tampered = ("import contextlib, sys\n"
-                    "sys.modules['grader.checks']._recording_banned = lambda *a, **k: contextlib.nullcontext()\n")
+                    "sys.modules['grader.' + 'checks']._recording_banned = lambda *a, **k: contextlib.nullcontext()\n")
         put("rt-banned-recorder-off", _insert_after_setup(samples.fill(released, {**correct,
                                                                                "softmax": variants["softmax"]["uses_torch_softmax"]}),
                                                            tampered),
