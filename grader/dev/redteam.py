@@ -379,7 +379,8 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
         "    return struct.pack('>I', len(d)) + d\n"
         "for i in range(64):\n"
         "    try:\n"
-        "        os.write(3, _frame({'t': 'cell', 'index': i, 'ok': True, 'output': '', 'error': '', 'outcomes': []}))\n"
+        "        os.write(3, _frame({'t': 'cell', 'index': i, 'ok': True, 'output': '', 'error': '',\n"
+        "                            'outcomes': []}))\n"
         "    except OSError:\n"
         "        pass\n"
         "_h = sys.modules.get('grader.grading.harness')\n"
@@ -430,7 +431,8 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
             ("system-exit", "raise SystemExit(0)", "raises SystemExit when called"),
             ("bad-exception", "class E(Exception):\n        def __str__(self):\n            raise SystemExit(1)\n"
                               "    raise E()", "raises an exception whose __str__ raises SystemExit")):
-        code = {**correct, first: correct[first] + f"\n_real_{first} = {first}\ndef {first}(*args, **kwargs):\n    {body}\n"}
+        liar = f"\n_real_{first} = {first}\ndef {first}(*args, **kwargs):\n    {body}\n"
+        code = {**correct, first: correct[first] + liar}
         put(f"rt-correct-{name}", samples.fill(released, code), about=f"correct answers, but {first} {about}",
             score=full - points[first])
     # class 5: the sandbox's word on its own visible tests is feedback, not points
@@ -441,7 +443,8 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
         about="correct answers + allclose patched to fail every visible assert", score=full)
     # class 6: banned operators by family and on other threads
     if "softmax" in variants:
-        fam = {**correct, "softmax": "import torch\n\ndef softmax(x, dim=-1):\n    return torch.log_softmax(x, dim=dim).exp()\n"}
+        fam = {**correct, "softmax": ("import torch\n\ndef softmax(x, dim=-1):\n"
+                                      "    return torch.log_softmax(x, dim=dim).exp()\n")}
         put("rt-banned-log-softmax", samples.fill(released, fam), about="softmax as exp(log_softmax): a banned family",
             score=full - points["softmax"])
         # known gaps: the ban is recorded inside the student's process, on the calling thread
@@ -461,9 +464,8 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
         expect_open["rt-banned-thread-inference"] = gap
         tampered = ("import contextlib, sys\n"
                     "sys.modules['grader.' + 'checks']._recording_banned = lambda *a, **k: contextlib.nullcontext()\n")
-        put("rt-banned-recorder-off", _insert_after_setup(samples.fill(released, {**correct,
-                                                                               "softmax": variants["softmax"]["uses_torch_softmax"]}),
-                                                           tampered),
+        uses = samples.fill(released, {**correct, "softmax": variants["softmax"]["uses_torch_softmax"]})
+        put("rt-banned-recorder-off", _insert_after_setup(uses, tampered),
             about="torch.softmax with the ban recorder patched out from sys.modules", score=full - points["softmax"])
         expect_open["rt-banned-recorder-off"] = gap
     # class 7: a CPU hog beside the others (processes and threads), stopped by the time limit

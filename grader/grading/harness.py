@@ -151,7 +151,8 @@ def _encode_cell(outcomes: list[list[checks.Outcome]]) -> tuple[Any, list[bytes]
                     raise _TooLarge(f"this test's results exceed {wire.MAX_CELL_BYTES:,} bytes")
             except BaseException as exc:  # noqa: BLE001 -- costs this case only
                 del writer.blobs[mark:]
-                reason = str(exc) if isinstance(exc, _TooLarge) else f"returned something that cannot be sent ({type(exc).__name__})"
+                reason = (str(exc) if isinstance(exc, _TooLarge)
+                          else f"returned something that cannot be sent ({type(exc).__name__})")
                 item = writer.encode(checks.Outcome(error=f"TypeError: {reason[:500]}",
                                                     error_types=("TypeError", "Exception", "BaseException")))
             encoded.append(item)

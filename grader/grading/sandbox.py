@@ -42,8 +42,8 @@ import json
 import os
 import platform
 import select
+import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -382,7 +382,8 @@ class Cgroups:
             try:
                 available = (base / "cgroup.controllers").read_text().split()
                 if not set(cls.V2) <= set(available):
-                    return None, f"cgroup v2 without the {', '.join(sorted(set(cls.V2) - set(available)))} controller(s)"
+                    missing = ", ".join(sorted(set(cls.V2) - set(available)))
+                    return None, f"cgroup v2 without the {missing} controller(s)"
                 (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in cls.V2))
                 probe = cls("v2", {"": base})
                 probe.close(probe.create(Limits()))
@@ -463,7 +464,7 @@ def _load_plan(job: Path, cache: dict):
 
 
 def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict,
-              results: int) -> None:
+              results: int, weak_work: str | None) -> None:
     """The notebook's process (PID 1 of the new namespaces when ``full``): wall in, then run the plan."""
     plan = _load_plan(job, cache)
     cache.clear()
@@ -475,9 +476,7 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
         _enter_root(limits, uid, hide)
         work = "/tmp/work"
     else:
-        work = tempfile.mkdtemp(prefix="grader-work-")
-        if os.geteuid() == 0:
-            os.chown(work, uid, uid)
+        work = weak_work
     _close_fds({0, 1, 2, RESULTS_FD})
     _limit(limits)
     if os.geteuid() == 0:
@@ -503,7 +502,7 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
 
 
 def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict, results: int,
-            report_fd: int, cgroups: list[Path]) -> None:
+            report_fd: int, cgroups: list[Path], weak_work: str | None = None) -> None:
     """The forked child: join the job's cgroups, enter the namespaces, then fork the notebook's process
     and wait for it."""
     Cgroups.join(cgroups)
@@ -518,7 +517,7 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
     if child == 0:
         os.close(report_fd)
         try:
-            _notebook(job, limits, uid, hide, full, cache, results)
+            _notebook(job, limits, uid, hide, full, cache, results, weak_work)
             code = 0
         except BaseException:  # noqa: BLE001 -- the harness itself failed; the exit code says so
             code = 70
@@ -615,6 +614,11 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
         if folder not in cache:
             cache[folder] = wire.read(Path(folder))
     groups = cgroups.create(limits) if cgroups else []
+    weak_work = None
+    if not full:  # no private /tmp: a fresh folder of the host's, removed afterwards
+        weak_work = tempfile.mkdtemp(prefix="grader-work-")
+        if os.geteuid() == 0:
+            os.chown(weak_work, uid, uid)
     read_end, write_end = os.pipe()
     report_r, report_w = os.pipe()
     leader = os.fork()
@@ -622,7 +626,7 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
         try:
             os.close(read_end)
             os.close(report_r)
-            _leader(job, limits, uid, hide, full, cache, write_end, report_w, groups)
+            _leader(job, limits, uid, hide, full, cache, write_end, report_w, groups, weak_work)
         finally:
             os._exit(71)
     os.close(write_end)
@@ -663,6 +667,8 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
         stream.pump(min(left, 0.05))
     stream.close()
     Cgroups.close(groups)
+    if weak_work is not None:
+        shutil.rmtree(weak_work, ignore_errors=True)
     seconds = time.monotonic() - start
     if status == "timeout":
         detail = f"the notebook ran longer than {limits.wall:.0f} s and was stopped"
