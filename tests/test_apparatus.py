@@ -157,3 +157,32 @@ def test_links_to_titles_with_maths_carry_their_own_text():
         found += [m.group(0) for m in re.finditer(r"\{doc\}`(?:\.\./)?(ch\d\d_\w+)/\w+`", text) if m.group(1) in titled]
         found += [m.group(0) for m in re.finditer(r"\{ref\}`([\w-]+)`", text) if m.group(1) in labels]
     assert not found, "give these links a text, {doc}`chapter 3 <../ch03_scaling/scaling>`:\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------------------------------------------
+# claims are computed: glued numbers and claim cells (see the README, "Claims are computed")
+
+GLUE_ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`([^`:]+)(?::[^`]*)?`")
+GLUE_CALL = re.compile(r"""\bglue\(\s*["']([^"']+)["']""")
+PAGES = [*((ch.id, ch.notebook) for ch in CHAPTERS), ("mistakes", APPENDIX)]
+
+
+@pytest.mark.parametrize("name, path", PAGES, ids=[p[0] for p in PAGES])
+def test_claims_about_demos_are_asserted_and_numbers_glued(name, path):
+    nb = nbformat.read(path, as_version=4)
+    claims = [c for c in nb.cells if c.cell_type == "code" and "claim" in c.metadata.get("tags", [])]
+    assert claims, f"{name}: no claim cell: assert what the prose says of its demos (tag a code cell `claim`)"
+    defined: dict[str, int] = {}
+    for cell in claims:
+        assert not cell.metadata.get("nbgrader"), f"{name}: a claim cell is not an exercise or a test"
+        assert re.search(r"assert .*, *f?[\"']claim", cell.source) or GLUE_CALL.search(cell.source), \
+            f"{name}: a claim cell asserts a claim (message starting 'claim') or glues a number"
+        for glued in GLUE_CALL.findall(cell.source):
+            defined[glued] = defined.get(glued, 0) + 1
+    other = [c for c in nb.cells if c.cell_type == "code" and c not in claims and GLUE_CALL.search(c.source)]
+    assert not other, f"{name}: glue only in claim cells (students' notebooks have no myst_nb)"
+    assert all(n == 1 for n in defined.values()), f"{name}: a glue name defined twice: {defined}"
+    used = set(GLUE_ROLE.findall(markdown(nb)))
+    assert used <= set(defined), f"{name}: glued in the text but never computed: {sorted(used - set(defined))}"
+    prefix = "" if name == "mistakes" else name[:4] + "-"
+    assert all(g.startswith(prefix or "mistakes-") for g in defined), f"{name}: glue names start {prefix!r}"
