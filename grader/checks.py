@@ -358,71 +358,60 @@ def banned_family(names: Iterable[str]) -> list[str]:
 
 
 class _GlobalOpBan:
-    """Records banned ATen operators on *every* thread: a Python kernel registered (once, process-wide)
-    at the ``ADInplaceOrView`` key of each banned operator, below autograd (gradients are untouched),
-    that notes the call while a case is being evaluated and redispatches to the real kernel. A
+    """Records banned ATen operators on *every* thread: while a case that bans them is evaluated, a
+    Python kernel is registered at the ``ADInplaceOrView`` key of each banned operator, below autograd
+    (gradients are untouched), that notes the call and redispatches to the real kernel; the
+    registration is removed afterwards, so the rest of the process runs the operators as before. A
     ``TorchDispatchMode`` only sees the calling thread; this sees a banned softmax run on another thread
     too. (Not under ``torch.inference_mode``, which skips that key, and not code that re-registers the
-    kernel: both are in-process, like the recorders.)"""
+    kernel or patches this module: both are in-process, like the recorders.)"""
 
-    installed: dict[str, Any] = {}
-    active: list[str] = []  # the patterns of the case being evaluated
-    seen: list[str] | None = None
-    library = None
+    names: dict[str, list[str]] = {}  # pattern -> operator names
 
     @classmethod
-    def _kernel(cls, op):
-        name = "aten." + op.overloadpacket.__name__
+    def _operators(cls, pattern: str) -> list[str]:
+        if pattern not in cls.names:
+            if pattern.endswith("*"):
+                prefix = "aten::" + pattern[len("aten."):-1]
+                cls.names[pattern] = sorted(n[len("aten::"):] for n in torch._C._dispatch_get_all_op_names()
+                                            if n.startswith(prefix) and "." not in n)
+            else:
+                cls.names[pattern] = [pattern[len("aten."):]]
+        return cls.names[pattern]
+
+    @staticmethod
+    def _kernel(op, pattern: str, seen: list[str]):
         after = torch._C._after_ADInplaceOrView_keyset
 
         def kernel(keyset, *args, **kwargs):
-            seen = cls.seen
-            if seen is not None:
-                for pattern in cls.active:
-                    hit = name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
-                    if hit and pattern not in seen:
-                        seen.append(pattern)
+            if pattern not in seen:
+                seen.append(pattern)
             return op.redispatch(keyset & after, *args, **kwargs)
 
         return kernel
 
     @classmethod
-    def install(cls, patterns: list[str]) -> None:
-        import warnings
-
-        names = set()
-        for pattern in patterns:
-            if pattern.endswith("*"):
-                prefix = "aten::" + pattern[len("aten."):-1]
-                names |= {n[len("aten::"):] for n in torch._C._dispatch_get_all_op_names() if n.startswith(prefix)}
-            else:
-                names.add(pattern[len("aten."):])
-        if cls.library is None:
-            cls.library = torch.library.Library("aten", "IMPL")  # noqa: TOR901 -- kept for the process's life
-        for name in sorted(names - set(cls.installed)):
-            cls.installed[name] = True
-            packet = getattr(torch.ops.aten, name, None)
-            if packet is None:
-                continue
-            for overload in packet.overloads():
-                op = getattr(packet, overload)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        cls.library.impl(name if overload == "default" else f"{name}.{overload}", cls._kernel(op),
-                                         "ADInplaceOrView", with_keyset=True)
-                except Exception:  # noqa: BLE001 -- an operator that takes no kernel there: the mode still sees it
-                    pass
-
-    @classmethod
     @contextlib.contextmanager
     def window(cls, patterns: list[str], seen: list[str]):
-        cls.install(patterns)
-        cls.active, cls.seen = list(patterns), seen
+        import warnings
+
+        library = torch.library.Library("aten", "IMPL")  # noqa: TOR901 -- destroyed below
         try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "overriding a previously registered kernel": on purpose
+                for pattern in patterns:
+                    for name in cls._operators(pattern):
+                        packet = getattr(torch.ops.aten, name, None)
+                        for overload in packet.overloads() if packet is not None else []:
+                            try:
+                                library.impl(name if overload == "default" else f"{name}.{overload}",
+                                             cls._kernel(getattr(packet, overload), pattern, seen),
+                                             "ADInplaceOrView", with_keyset=True)
+                            except Exception:  # noqa: BLE001 -- takes no kernel there: the mode still sees it
+                                pass
             yield
         finally:
-            cls.active, cls.seen = [], None
+            library._destroy()
 
 
 @contextlib.contextmanager
