@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
 
 from .cells import is_claim
 from .course import Chapter, Course, GraderError, Workspace
@@ -20,6 +21,10 @@ class ReleaseFailed(GraderError):
 class RemoveClaimCells(Preprocessor):
     """``nbgrader generate_assignment`` step (``nbgrader_config.py``): the book's claim cells check the
     reference's demos and glue numbers into the prose; a student's notebook has no use for them."""
+
+    # nbconvert's Preprocessor is disabled by default and nbgrader registers its steps without enabling them
+    # (nbgrader's own steps default to enabled): without this line the claim cells reached the students
+    enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb, resources):
         nb.cells = [cell for cell in nb.cells if not is_claim(cell)]
