@@ -10,9 +10,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solutions.long_context import (alibi_bias, alibi_slopes, apply_rope, apply_rope_half, half_to_interleaved,
-                                    interleaved_to_half, linear_attention, rope_cached_attention,
-                                    sliding_window_attention, sliding_window_mask)
+from solutions.long_context import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    apply_rope_half,
+    half_to_interleaved,
+    interleaved_to_half,
+    linear_attention,
+    rope_cached_attention,
+    sliding_window_attention,
+    sliding_window_mask,
+)
 
 
 def rotation_matrix(position: int, d: int, base: float = 10000.0) -> torch.Tensor:
@@ -149,7 +158,8 @@ def test_linear_attention_is_the_quadratic_form(causal):
 
 
 def test_linear_attention_cross_eps_and_errors():
-    q, k, v = torch.randn(4, 3, dtype=torch.float64), torch.randn(7, 3, dtype=torch.float64), torch.randn(7, 2, dtype=torch.float64)
+    f64 = torch.float64
+    q, k, v = torch.randn(4, 3, dtype=f64), torch.randn(7, 3, dtype=f64), torch.randn(7, 2, dtype=f64)
     torch.testing.assert_close(linear_attention(q, k, v, eps=0.5), quadratic_linear_attention(q, k, v, False, 0.5))
     with pytest.raises(ValueError):
         linear_attention(q, k, v, causal=True)
@@ -158,7 +168,8 @@ def test_linear_attention_cross_eps_and_errors():
 
 def test_linear_attention_causal_rows_are_a_recurrence():
     """Row i from the running state S_i = S_{i-1} + phi(k_i) v_i^T, z_i = z_{i-1} + phi(k_i), as an RNN."""
-    q, k, v = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 2, dtype=torch.float64)
+    f64 = torch.float64
+    q, k, v = torch.randn(6, 3, dtype=f64), torch.randn(6, 3, dtype=f64), torch.randn(6, 2, dtype=f64)
     S, z, rows = torch.zeros(3, 2, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), []
     for i in range(6):
         fk, fq = F.elu(k[i]) + 1, F.elu(q[i]) + 1
@@ -175,7 +186,8 @@ def full_rope_attention(q, k, v):
 
 def test_cached_decoding_equals_full_sequence_attention():
     B, T, d = 2, 9, 8
-    q, k, v = torch.randn(B, T, d, dtype=torch.float64), torch.randn(B, T, d, dtype=torch.float64), torch.randn(B, T, 3, dtype=torch.float64)
+    f64 = torch.float64
+    q, k, v = torch.randn(B, T, d, dtype=f64), torch.randn(B, T, d, dtype=f64), torch.randn(B, T, 3, dtype=f64)
     full = full_rope_attention(q, k, v)
     k_cache, v_cache = torch.zeros(B, 0, d, dtype=torch.float64), torch.zeros(B, 0, 3, dtype=torch.float64)
     outs = []

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.checks import Case
-from solutions.long_context import apply_rope, sliding_window_mask
+from solutions.long_context import apply_rope
 
 #: Tolerances of the property judges (scores of float64 inputs, and float32 outputs of the bug hunt).
 ATOL, RTOL = 1e-4, 1e-4
@@ -161,8 +161,8 @@ def linear_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
     name = f"{dtype}: "
 
     def qkv(batch, T_q, T_k, d_k, d_v, scale=1.0):
-        return (_randn(g, *batch, T_q, d_k, scale=scale, dtype=dt), _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt),
-                _randn(g, *batch, T_k, d_v, dtype=dt))
+        return (_randn(g, *batch, T_q, d_k, scale=scale, dtype=dt),
+                _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt), _randn(g, *batch, T_k, d_v, dtype=dt))
 
     cases = [
         Case(args=qkv((), 7, 7, 4, 3), label=name + "non-causal by default, T=7, d_k=4, d_v=3"),
@@ -274,7 +274,8 @@ CONTRACT = {
             ["float32: positions out of order and repeated: [7, 0, 3, 3]", "int32 positions 3..11",
              "negative positions: a rotation backwards"],
         "base is a parameter (positional or keyword), default 10000":
-            ["float32: base=500000 given as keyword (Llama 3's base), d=32", "float32: base=100 given positionally, d=4"],
+            ["float32: base=500000 given as keyword (Llama 3's base), d=32",
+             "float32: base=100 given positionally, d=4"],
         "position 0 is the identity": ["T=1 at position 0: the identity"],
         "keeps x's dtype, in float16, bfloat16, float32 and float64":
             ["float16: (T=6, d=8), positions 0..5", "bfloat16: (T=6, d=8), positions 0..5",
