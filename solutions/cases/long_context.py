@@ -145,7 +145,7 @@ def sliding_window_mask_cases(seed: int) -> list[Case]:
         Case(args=(3, 8, 2), label="T_q=3 < T_k=8, window=2: bottom-right aligned"),
         Case(args=(1, 10, 4), label="one query against a cache of 10, window=4"),
         Case(args=(0, 5, 2), label="T_q=0: an empty (0, 5) mask"),
-        Case(args=(2048, 2048, 128), label="T=2048, window=128"),
+        Case(args=(1024, 1024, 128), label="T=1024, window=128"),  # 1M elements: within the wire's 2M bound
         Case(args=(5, 5, 0), raises="ValueError", label="window=0"),
         Case(args=(6, 4, 2), raises="ValueError", label="T_q=6 > T_k=4"),
     ]
@@ -302,7 +302,7 @@ CONTRACT = {
         "raises ValueError for n_heads < 1 or T_q > T_k": ["0 heads", "T_q=5 > T_k=3"],
     },
     "sliding_window_mask": {
-        "bool (T_q, T_k), True where p_i - window < j <= p_i": ["T=6, window=3", "T=2048, window=128"],
+        "bool (T_q, T_k), True where p_i - window < j <= p_i": ["T=6, window=3", "T=1024, window=128"],
         "the query itself is included: window=1 is the diagonal": ["window=1: each query sees itself only"],
         "a window of T or more is the causal mask": ["window=T=5: plain causal", "window=100 > T: plain causal"],
         "bottom-right aligned like a cache": ["T_q=3 < T_k=8, window=2: bottom-right aligned",
