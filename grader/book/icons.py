@@ -106,3 +106,5 @@ def subset_icon_font(static: Path) -> None:
     out = ttf.with_name("fa-solid-900-subset.woff")
     subset.save_font(font, str(out), options)
     sheet.write_text(_SOLID_SRC.sub(lambda m: f'src:url({m.group(1)}{out.name}) format("woff")', css))
+    for full in (ttf, ttf.with_suffix(".woff2")):  # nothing refers to the whole font any more
+        full.unlink(missing_ok=True)

@@ -292,5 +292,6 @@ def polish_site(out_html: Path, *, book: str, description: str, landing: str) ->
     if index.is_file():
         index.write_text(searchindex(index.read_text()))
     drop_source_maps(out_html / "_static")
+    (out_html / "_static" / "scripts" / "fontawesome.js").unlink(missing_ok=True)  # no page loads it now
     subset_icon_font(out_html / "_static")
     purge_stylesheets(out_html)
