@@ -53,12 +53,12 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.Execute.timeout = 120
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 # Cells tagged `demo` are not run while grading; a test cell fails by raising, not because the
-# student's code printed a warning (grader/scoring.py).
+# student's code printed a warning (grader/grading/scoring.py).
 c.Autograde.autograde_preprocessors = [
     SkipDemoCells, Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, StderrIsNotAnError, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
-# Feedback shows scores and error messages, never the hidden tests (see grader/feedback.py).
+# Feedback shows scores and error messages, never the hidden tests (see grader/grading/feedback.py).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 # The release is nbgrader's own, with the book's claim cells (grader/release.py) left out first.
 c.GenerateAssignment.preprocessors = [

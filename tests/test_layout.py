@@ -28,8 +28,9 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imports(name: str) -> set[str]:
-    """The ``grader`` modules that module ``name`` imports, anywhere in it (functions included)."""
+def imports(name: str, unresolved: list[str] | None = None) -> set[str]:
+    """The ``grader`` modules that module ``name`` imports, anywhere in it (functions included); relative or
+    ``grader.`` imports that name no module of the package are added to ``unresolved``."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
@@ -46,7 +47,10 @@ def imports(name: str) -> set[str]:
             candidates = [a.name for a in node.names]
         else:
             continue
-        found |= {c for c in candidates if c in MODULES and c != name}
+        known = {c for c in candidates if c in MODULES}
+        if unresolved is not None and not known and (getattr(node, "level", 0) or candidates[0].startswith("grader")):
+            unresolved.append(f"{name}: {candidates[0]}")
+        found |= known - {name}
     return found
 
 
@@ -57,6 +61,13 @@ def job(name: str) -> str | None:
 
 
 GRAPH = {name: imports(name) for name in MODULES}
+
+
+def test_every_import_of_the_package_names_a_module_of_it():
+    unresolved: list[str] = []
+    for name in MODULES:
+        imports(name, unresolved)
+    assert not unresolved, unresolved
 
 
 def test_every_job_has_its_subpackage_with_a_docstring():

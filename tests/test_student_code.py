@@ -1,14 +1,17 @@
 """Student code against the notebooks' own tests, in-process and fast (the slow, end-to-end version
 through nbgrader is test_grading.py).
 
-Each file ``tests/student_code/<slug>/<exercise>__<variant>.py`` is the complete source a student might
-put in that exercise's solution cell. ``correct`` / ``correct_<how>`` variants must pass the visible
+Each variant (``tests/student_code/<slug>/``: a whole cell ``<exercise>__<variant>.py``, or an edit of one in
+``<exercise>.md``, see :mod:`grader.dev.samples`) is the complete source a student might put in that
+exercise's solution cell. ``correct`` / ``correct_<how>`` variants must pass the visible
 asserts and the hidden checks; every other variant is a realistic mistake that the hidden checks alone
 must fail (a grader that runs only the declarative checks relies on that layer); a ``uses_<builtin>``
 variant computes the right values with a forbidden built-in, so only the ban can catch it.
 """
 
 from __future__ import annotations
+
+import re
 
 import nbformat
 import pytest
@@ -17,7 +20,7 @@ import torch
 from grader.cells import exercises, solution_regions, split_hidden
 from grader.checks import parse_checks, run_local
 from grader.course import Course
-from grader.dev.samples import is_correct, student_code
+from grader.dev.samples import BadVariant, apply_edit, is_correct, parse_edits, reasons, student_code
 
 COURSE = Course.here()
 CHAPTERS = [ch for ch in COURSE.chapters() if student_code(COURSE, ch)]
@@ -107,3 +110,69 @@ def test_a_banned_builtin_passes_the_visible_asserts_but_loses_the_points(item):
     run_visible(ch, exercise, define(ch, source))
     with pytest.raises(AssertionError, match="must not call"):
         run_hidden(ch, exercise, define(ch, source))
+
+
+# ---------------------------------------------------------------------------------------------------
+# the form of the variants: whole cells for right answers, every mistake an edit with its reason beside it
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=lambda ch: ch.id)
+def test_mistakes_are_written_as_edits_with_their_reason(ch):
+    folder = COURSE.root / "tests" / "student_code" / ch.slug
+    whole = [p.stem.partition("__")[2] for p in folder.glob("*__*.py")]
+    assert all(is_correct(v) for v in whole), "a mistake is an edit in <exercise>.md, not a whole file"
+    for exercise, why in reasons(COURSE, ch).items():
+        for variant, text in why.items():
+            generated = variant.replace("_", " ").capitalize() + "."
+            assert text != generated and len(text) > 25, f"{exercise}.md: {variant} needs its reason"
+
+
+EDITS = """
+## correct_loop
+from: correct
+Right, a loop.
+
+```diff
+-    return x * 2
++    return sum([x, x])
+```
+
+## doubles_once
+Adds instead of doubling twice: wrong for every x but 0.
+
+```diff
+     y = x
+-    return x * 2
++    return x + 1
+@@
+-def f(x):
++def f(x):  # student
+```
+"""
+
+
+def test_an_edit_is_the_cell_with_its_hunks_replaced():
+    base = "def f(x):\n    y = x\n    return x * 2\n"
+    edits = {e.name: e for e in parse_edits(EDITS)}
+    assert edits["doubles_once"].base == "correct" and edits["doubles_once"].why.startswith("Adds instead")
+    assert apply_edit(base, edits["doubles_once"]) == "def f(x):  # student\n    y = x\n    return x + 1\n"
+    assert apply_edit(base, edits["correct_loop"]) == "def f(x):\n    y = x\n    return sum([x, x])\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("## v\nNo diff at all.\n", "needs a reason and at least one diff block"),
+    ("## v\n\n```diff\n-a\n+b\n```\n", "needs a reason"),
+    ("## v\nWhy.\n\n```diff\n*a\n```\n", "must start with -, + or a space"),
+    ("## v\nWhy.\n\n```python\nx = 1\n```\n", "only ```diff blocks"),
+])
+def test_a_malformed_variant_is_named(text, message):
+    with pytest.raises(BadVariant, match=re.escape(message)):
+        parse_edits(text, "x.md")
+
+
+def test_a_hunk_must_stand_exactly_once():
+    edit = parse_edits("## v\nWhy.\n\n```diff\n-    return x\n+    return y\n```\n")[0]
+    with pytest.raises(BadVariant, match="stands 2 times"):
+        apply_edit("def f(x):\n    return x\ndef g(x):\n    return x\n", edit)
+    with pytest.raises(BadVariant, match="stands 0 times"):
+        apply_edit("def f(x):\n    return z\n", edit)

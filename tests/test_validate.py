@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -26,7 +27,7 @@ from grader.book.view import student_view
 from grader.cli import main
 from grader.course import Course
 from grader.dev import samples
-from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, student_kit, write_student_repo_files
+from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, RemoveClaimCells, student_kit, write_student_repo_files
 from grader.student.validate import SETUP, STUDENT_MODE, VISIBLE_ONLY, Cell, Error, verdict
 
 COURSE = Course.here()
@@ -37,9 +38,10 @@ GRADER = Path(sys.executable).parent / "grader"
 
 
 def released() -> nbformat.NotebookNode:
-    """The student notebook as `grader release` makes it -- nbgrader's own stripping and checksums -- in memory,
-    so that nothing is written under _build/."""
-    nb = student_view(nbformat.read(CH.notebook, as_version=4), label=CH.id)
+    """The student notebook as `grader release` makes it -- claim cells left out, nbgrader's own stripping
+    and checksums -- in memory, so that nothing is written under _build/."""
+    nb, _ = RemoveClaimCells().preprocess(nbformat.read(CH.notebook, as_version=4), {})
+    nb = student_view(nb, label=CH.id)
     nb, _ = ClearOutput().preprocess(nb, {})
     nb, _ = ComputeChecksums().preprocess(nb, {})
     return nb
@@ -253,6 +255,8 @@ finally:
 def student_repo(tmp_path_factory) -> Path:
     """``_build/release/`` as `grader release` lays it out, outside the course: the student repository."""
     root = tmp_path_factory.mktemp("student")
+    (root / "book").mkdir()
+    shutil.copyfile(COURSE.hardware, root / "book" / COURSE.hardware.name)  # the course's cited hardware table
     write_student_repo_files(Course(root))
     repo = root / "_build" / "release"
     (repo / CH.id).mkdir()
@@ -275,6 +279,7 @@ def test_release_ships_the_student_kit_and_says_how_to_validate(student_repo):
         assert shipped.parts[1] not in ("grading", "book", "dev") and shipped.name != "checks.py", shipped
         assert (student_repo / shipped).read_bytes() == (COURSE.root / shipped).read_bytes()
     assert (student_repo / "README.md").read_text() == STUDENT_README
+    assert (student_repo / "hardware.csv").read_bytes() == COURSE.hardware.read_bytes()  # ../hardware.csv of the demos
     assert "python -m grader validate ch04_masks/masks.ipynb" in STUDENT_README
     requirements = (student_repo / "requirements.txt").read_text()
     assert requirements == STUDENT_REQUIREMENTS and {"nbclient", "nbformat"} <= set(requirements.splitlines())

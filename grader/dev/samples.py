@@ -1,17 +1,41 @@
 """Sample submissions made from the released notebook and bundled student code.
 
-Student code lives in ``tests/student_code/<slug>/<exercise>__<variant>.py``: each file is the complete
-source a student would put in that exercise's solution cell (``__correct`` and ``__correct_<how>``
-variants are right answers, written as a student would; every other variant is a realistic mistake).
-The tests grade submissions assembled from them, and ``python -m grader.dev.samples OUT`` lays out a small
-demo class for ``make grade-demo``.
+Student code lives in ``tests/student_code/<slug>/``, in two forms that make the same thing: the complete
+source a student would put in an exercise's solution cell (a *variant*).
+
+* ``<exercise>__<variant>.py``: a whole cell, for answers written independently: ``__correct`` and
+  ``__correct_<how>`` (right answers in different styles).
+* ``<exercise>.md``: every other variant of the exercise, each written as the cell it starts from plus the
+  edit that changes it, with the reason beside it, so that what is wrong is visible where it is wrong::
+
+      ## no_factor_two
+      from: correct
+      Counts a multiply-add as one FLOP instead of two.
+
+      ```diff
+      -    return 2 * batch * heads * pairs * (d_k + d_v)
+      +    return batch * heads * pairs * (d_k + d_v)
+      ```
+
+  ``from:`` names the right answer it starts from (default ``correct``; ``<Exercise>__<variant>`` for another
+  exercise's, e.g. a cell that repeats an earlier exercise's class so that it stands alone); a right answer
+  that shares most of its lines with another is written as an edit too. In a ``diff`` block, ``-`` lines are replaced by
+  the ``+`` lines that follow them and lines starting with a space are context (kept); the ``-`` and context
+  lines of a hunk must stand exactly once in the cell; a line ``@@`` starts another hunk.
+
+``correct`` and ``correct_<how>`` variants are right answers; a ``uses_<builtin>`` variant is a right answer
+through a banned built-in; every other variant is a realistic mistake. The tests grade submissions assembled
+from them (every variant still handed in as a whole cell), and ``python -m grader.dev.samples OUT`` lays out a
+small demo class for ``make grade-demo``.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -46,14 +70,119 @@ def is_correct(variant: str) -> bool:
     return variant == "correct" or variant.startswith("correct_")
 
 
+class BadVariant(ValueError):
+    """A variants file that does not say one clear thing (the message names the file and the variant)."""
+
+
+@dataclass
+class Edit:
+    """One variant of an ``<exercise>.md`` file: the cell it starts from, why it differs, the hunks."""
+
+    name: str
+    base: str
+    why: str
+    hunks: list[tuple[list[str], list[str]]]  # (old lines, new lines)
+
+
+VARIANT = re.compile(r"^## ([A-Za-z0-9_]+)\s*$")
+
+
+def parse_edits(text: str, where: str = "<variants>") -> list[Edit]:
+    """The variants of an ``<exercise>.md`` file, in order."""
+    edits: list[Edit] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = VARIANT.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        edit = Edit(m.group(1), "correct", "", [])
+        why: list[str] = []
+        while i < len(lines) and not VARIANT.match(lines[i]):
+            line = lines[i]
+            i += 1
+            if line.startswith("from:"):
+                edit.base = line[5:].strip()
+            elif line.strip() == "```diff":
+                old: list[str] = []
+                new: list[str] = []
+                while i < len(lines) and lines[i].strip() != "```":
+                    line = lines[i]
+                    i += 1
+                    if line.strip() == "@@":
+                        edit.hunks.append((old, new))
+                        old, new = [], []
+                    elif line.startswith("-"):
+                        old.append(line[1:])
+                    elif line.startswith("+"):
+                        new.append(line[1:])
+                    elif line.startswith(" ") or line == "":
+                        old.append(line[1:])
+                        new.append(line[1:])
+                    else:
+                        raise BadVariant(f"{where}: {edit.name}: a diff line must start with -, + or a space: {line!r}")
+                i += 1  # the closing fence
+                edit.hunks.append((old, new))
+            elif line.startswith("```"):
+                raise BadVariant(f"{where}: {edit.name}: only ```diff blocks are edits")
+            elif line.strip():
+                why.append(line.strip())
+        edit.why = " ".join(why)
+        if not edit.why or not edit.hunks:
+            raise BadVariant(f"{where}: {edit.name} needs a reason and at least one diff block")
+        edits.append(edit)
+    return edits
+
+
+def apply_edit(base: str, edit: Edit, where: str = "<variants>") -> str:
+    """The cell ``base`` with the edit's hunks applied, each at the one place its old lines stand."""
+    lines = base.split("\n")
+    for old, new in edit.hunks:
+        if not old:
+            raise BadVariant(f"{where}: {edit.name}: a hunk needs - or context lines to say where it goes")
+        at = [k for k in range(len(lines) - len(old) + 1) if lines[k:k + len(old)] == old]
+        if len(at) != 1:
+            raise BadVariant(f"{where}: {edit.name}: the hunk starting {old[0].strip()!r} stands {len(at)} times "
+                             f"in {edit.base}, not once")
+        lines[at[0]:at[0] + len(old)] = new
+    return "\n".join(lines)
+
+
 def student_code(course: Course, chapter: Chapter) -> dict[str, dict[str, str]]:
-    """``{exercise: {variant: source}}`` for a chapter (empty when it has none)."""
+    """``{exercise: {variant: source}}`` for a chapter (empty when it has none): whole cells and edits."""
     folder = course.root / "tests" / "student_code" / chapter.slug
     found: dict[str, dict[str, str]] = {}
     for path in sorted(folder.glob("*__*.py")):
         exercise, _, variant = path.stem.partition("__")
         found.setdefault(exercise, {})[variant] = path.read_text()
+    pending = [(path.stem, str(path.relative_to(course.root)), edit)
+               for path in sorted(folder.glob("*.md")) for edit in parse_edits(path.read_text(), path.name)]
+    while pending:  # an edit may start from a cell that is itself an edit (of a right answer)
+        waiting = []
+        for exercise, where, edit in pending:
+            base_exercise, _, base = edit.base.rpartition("__")
+            base_exercise = base_exercise or exercise
+            if not is_correct(base):
+                raise BadVariant(f"{where}: {edit.name} starts from {edit.base!r}: start from a right answer")
+            if base not in found.get(base_exercise, {}):
+                waiting.append((exercise, where, edit))
+                continue
+            mine = found.setdefault(exercise, {})
+            if edit.name in mine:
+                raise BadVariant(f"{where}: {edit.name} is defined twice")
+            mine[edit.name] = apply_edit(found[base_exercise][base], edit, where)
+        if len(waiting) == len(pending):
+            raise BadVariant("; ".join(f"{where}: {e.name} starts from {e.base!r}, which no file defines"
+                                       for _, where, e in waiting))
+        pending = waiting
     return found
+
+
+def reasons(course: Course, chapter: Chapter) -> dict[str, dict[str, str]]:
+    """``{exercise: {variant: why}}`` of the edited variants: what the tests print when one misbehaves."""
+    folder = course.root / "tests" / "student_code" / chapter.slug
+    return {p.stem: {e.name: e.why for e in parse_edits(p.read_text(), p.name)} for p in sorted(folder.glob("*.md"))}
 
 
 def released(course: Course, chapter: Chapter) -> nbformat.NotebookNode:
