@@ -212,7 +212,7 @@ def test_claims_about_demos_are_asserted_and_numbers_glued(name, path):
     used = set(GLUE_ROLE.findall(markdown(nb)))
     missing = sorted(u for u in used if not any(p.match(u) for p in patterns))
     assert not missing, f"{name}: glued in the text but never computed: {missing}"
-    prefix = "app-" if name == "mistakes" else name[:4] + "-"
+    prefix = "mistakes-" if name == "mistakes" else name[:4] + "-"
     assert all(g.startswith(prefix) for g in defined), f"{name}: glue names start {prefix!r}"
 
 
