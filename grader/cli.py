@@ -1,6 +1,6 @@
 """``grader``: build the published book, release student notebooks, autograde, report.
 
-    grader book [CHAPTER ...] [--instructor] [--fresh] [--student-repo URL [--branch B] [--jupyterhub URL]]
+    grader book [CHAPTER ...] [--instructor] [--fresh] [--out DIR] [--student-repo URL [--branch B] [--jupyterhub URL]]
     grader release [CHAPTER ...]
     grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N] [--timeout S] [--memory GB]
                      [--dry-run] [--db URL] [--workdir DIR]
@@ -22,6 +22,10 @@ from pathlib import Path
 from .course import Course, GraderError, UsageError
 
 
+def _shown(path: Path, root: Path) -> Path:
+    return path.relative_to(root) if path.is_relative_to(root) else path
+
+
 def _book(course: Course, args: argparse.Namespace) -> int:
     from .book.site import Launch, build_site, publish_downloads
     from .book.stage import stage
@@ -39,13 +43,15 @@ def _book(course: Course, args: argparse.Namespace) -> int:
     staged = stage(course, chapters, course.build / ("stage-instructor" if args.instructor else "stage"),
                    instructor=args.instructor)
     html = course.build / ("instructor" if args.instructor else "site") / "html"
-    print(f"Building the site into {html.relative_to(course.root)}")
+    if args.out:
+        html = Path(args.out).resolve()
+    print(f"Building the site into {_shown(html, course.root)}")
     build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh, launch=launch)
     if not args.instructor:
         release_if_stale(course, chapters)
         publish_downloads(course, chapters, html)
         print("Chapter downloads serve the released student notebooks")
-    print(f"Done in {time.perf_counter() - start:.0f} s. Open {(html / 'index.html').relative_to(course.root)}")
+    print(f"Done in {time.perf_counter() - start:.0f} s. Open {_shown(html / 'index.html', course.root)}")
     if args.instructor:
         print("This is the staff preview, with solutions and hidden tests: never publish it.")
     return 0
@@ -155,6 +161,8 @@ def parser() -> argparse.ArgumentParser:
                    help="public repository holding _build/release/'s layout: adds Binder/Colab launch buttons")
     b.add_argument("--branch", default="main", help="branch of --student-repo (default: main)")
     b.add_argument("--jupyterhub", metavar="URL", help="also a JupyterHub launch button (needs nbgitpuller)")
+    b.add_argument("--out", metavar="DIR",
+                   help="build the site into DIR (default: _build/site/html, or _build/instructor/html)")
     b.add_argument("--fresh", action="store_true", help="rebuild every page from scratch")
     b.add_argument("--lenient", action="store_true", help="do not treat Sphinx warnings as errors")
     b.set_defaults(func=_book)

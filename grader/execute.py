@@ -18,6 +18,9 @@ QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 # machine (CI, parallel jobs) OpenMP threads that compete for the cores make a chapter 10x slower:
 # chapter 6 took 151 s instead of 18 s with one other process running.
 KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Figures are saved at twice their size on the page ("retina": the PNG has 2x the pixels and says its
+# display size), so that they are sharp on high-DPI screens; the book shows them at the display size.
+FIGURE_KERNEL = ["--InlineBackend.figure_formats=retina"]
 
 
 class ExecutionFailed(GraderError):
@@ -38,7 +41,7 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, *, label: str, timeout: int = 
     """Return an executed copy of ``nb``; raise :class:`ExecutionFailed` on the first failing cell."""
     nb = copy.deepcopy(nb)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
-                            record_timing=False, extra_arguments=QUIET_KERNEL,
+                            record_timing=False, extra_arguments=QUIET_KERNEL + FIGURE_KERNEL,
                             resources={"metadata": {"path": str(cwd)}})
     try:
         client.execute(env={**os.environ, **KERNEL_ENV})

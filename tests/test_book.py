@@ -115,11 +115,24 @@ def test_download_offers_the_released_student_notebook(site):
         assert f"_sources/{ch.folder.name}/{ch.slug}.ipynb" in page, "no download link to the notebook"
 
 
-def test_launch_buttons_open_the_student_copy(site):
-    owner_repo = STUDENT_REPO.removeprefix("https://github.com/")
-    release = COURSE.build / "release"
+def test_the_published_book_has_no_placeholder_links(site):
+    """Built without --student-repo, the book has no launch buttons, hence nothing pointing at examples."""
+    for page in sorted(site.rglob("*.html")):
+        hrefs = re.findall(r'href="([^"]+)"', page.read_text())
+        placeholders = [h for h in hrefs if re.search(r"example\.(com|edu|org)|example-course|/ORG/REPO", h)]
+        assert not placeholders, (page, placeholders)
     for ch in CHAPTERS:
         page = (site / ch.id / f"{ch.slug}.html").read_text()
+        assert "mybinder.org" not in page and "colab.research.google.com" not in page, ch.id
+
+
+def test_launch_buttons_open_the_student_copy(launch_site):
+    owner_repo = STUDENT_REPO.removeprefix("https://github.com/")
+    release = COURSE.build / "release"
+    footer = (launch_site / "intro.html").read_text()
+    assert f'href="{STUDENT_REPO}"' in footer, "the footer links the repository"
+    for ch in CHAPTERS:
+        page = (launch_site / ch.id / f"{ch.slug}.html").read_text()
         links = [urlsplit(html.unescape(h)) for h in re.findall(r'href="([^"]+)"', page)]
         path = f"{ch.id}/{ch.notebook.name}"
         colab = [u for u in links if u.netloc == "colab.research.google.com"]

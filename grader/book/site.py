@@ -2,21 +2,31 @@
 chapter downloads serve the released student notebooks.
 
 The configuration is the repository's ``_config.yml`` plus what only a build knows: the vendored MathJax
-(so that maths renders offline), nitpicky strictness, and the launch buttons when a student repository
-is given (``grader book --student-repo URL``): Binder, Colab and JupyterHub then open the chapter's
-*student* notebook in that repository, laid out like ``_build/release/``.
+(so that maths renders offline), nitpicky strictness, the course's stylesheet and script
+(``book/_static/``), the theme's icons as CSS (:mod:`.icons`), the footer (licence, repository, build
+date), and the launch buttons when a student repository is given (``grader book --student-repo URL``):
+Binder, Colab and JupyterHub then open the chapter's *student* notebook in that repository, laid out like
+``_build/release/``. Without one the book has no launch buttons (no placeholder links). After Sphinx,
+:mod:`.polish` finishes each page for phones, tablets and high-DPI screens.
 """
 
 from __future__ import annotations
 
+import datetime
+import html
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from ..course import Chapter, Course, GraderError
-from .vendor import MATHJAX_ENTRY, fetch_mathjax, mathjax_static
+from .icons import icon_css, used_icons
+from .polish import polish_site
+from .vendor import MATHJAX_CONFIG, MATHJAX_ENTRY, fetch_mathjax, mathjax_static
+
+LICENCE = ("MIT licence", "https://opensource.org/license/mit")
 
 
 class BuildFailed(GraderError):
@@ -39,21 +49,88 @@ class Launch:
                               f"not {self.repo_url!r}")
 
 
+def _project() -> dict[str, str]:
+    """The distribution's licence and one-line description (pyproject.toml, as installed)."""
+    from importlib import metadata
+
+    try:
+        meta = metadata.metadata("self-attention-course")
+    except metadata.PackageNotFoundError:
+        return {}
+    return {"license": meta.get("License") or "", "description": meta.get("Summary") or ""}
+
+
+def _build_stamp(course: Course) -> str:
+    """Today's date, and the commit when the course is a git checkout."""
+    stamp = datetime.date.today().isoformat()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=course.root, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return f"{stamp} (commit {commit})" if commit else stamp
+
+
+def footer(course: Course, repository: str | None) -> str:
+    """The footer's line: licence, repository (when the book has a public one) and build date."""
+    licence = _project().get("license") or "MIT"
+    name, url = LICENCE if licence == "MIT" else (f"{licence} licence", "")
+    parts = [f'<a href="{url}">{name}</a>' if url else name]
+    if repository:
+        parts.append(f'source: <a href="{html.escape(repository)}">{html.escape(repository.split("://", 1)[-1])}</a>')
+    parts.append(f"built {_build_stamp(course)}")
+    return '<p class="course-footer">' + " · ".join(parts) + "</p>"
+
+
+def _theme_static(course: Course) -> Path:
+    """Generated static files: the theme's icons as CSS."""
+    import pydata_sphinx_theme
+    import sphinx_book_theme
+
+    folder = course.build / "site-static"
+    folder.mkdir(parents=True, exist_ok=True)
+    pst = Path(pydata_sphinx_theme.__file__).parent
+    sbt = Path(sphinx_book_theme.__file__).parent
+    names = used_icons([pst / "theme", pst / "__init__.py", sbt])
+    css = icon_css(pst / "theme" / "pydata_sphinx_theme" / "static" / "scripts" / "fontawesome.js", names)
+    target = folder / "icons.css"
+    if not target.exists() or target.read_text() != css:
+        target.write_text(css)
+    return folder
+
+
 def site_config(course: Course, staged: Path, *, launch: Launch | None = None, log=print) -> Path:
     """Write the configuration this build uses and return its path."""
+    from jupyter_book.config import get_final_config
+
     config = yaml.safe_load((course.root / "_config.yml").read_text())
-    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
-    sphinx["nitpicky"] = True
-    # the theme's light/dark switch starts from a known mode (an unset one logs a console error)
-    sphinx.setdefault("html_context", {})["default_mode"] = "light"
-    if fetch_mathjax(course.root, log=log):
-        sphinx["html_static_path"] = [str(mathjax_static(course.root))]
-        sphinx["mathjax_path"] = MATHJAX_ENTRY
     if launch is not None:
         config["repository"] = {"url": launch.repo_url, "branch": launch.branch, "path_to_book": ""}
         config["launch_buttons"] = {"notebook_interface": "jupyterlab",
                                     "binderhub_url": launch.binderhub_url, "colab_url": launch.colab_url,
                                     "jupyterhub_url": launch.jupyterhub_url}
+    repository = (config.get("repository") or {}).get("url")
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx["nitpicky"] = True
+    # the page follows the reader's OS colour scheme (the theme's switch still overrides it)
+    sphinx.setdefault("html_context", {})["default_mode"] = "auto"
+    static = [str(course.book / "_static"), str(_theme_static(course))]
+    if fetch_mathjax(course.root, log=log):
+        static.append(str(mathjax_static(course.root)))
+        sphinx["mathjax_path"] = MATHJAX_ENTRY
+        sphinx["mathjax3_config"] = MATHJAX_CONFIG
+    sphinx["html_static_path"] = static
+    sphinx["html_css_files"] = ["icons.css", "course.css"]
+    sphinx["html_js_files"] = [("course.js", {"defer": "defer"})]
+    sphinx["html_favicon"] = str(course.book / "_static" / "favicon.svg")
+    # Jupyter Book computes the theme's options from _config.yml; extend them rather than replace them:
+    # no header bar (the theme renders one, hidden, whose copies of the sidebar buttons are the ones its
+    # script binds, so that the visible buttons did nothing), and the footer.
+    theme = get_final_config(user_yaml=config, cli_config={"latex_individualpages": False},
+                             sourcedir=staged)[0].get("html_theme_options", {})
+    theme.update({"navbar_start": [], "navbar_center": [], "navbar_end": [], "navbar_persistent": [],
+                  "extra_footer": footer(course, repository)})
+    sphinx["html_theme_options"] = theme
     path = course.build / f"{staged.name}-config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return path
@@ -87,6 +164,9 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
     )
     if result != 0:
         raise BuildFailed(f"jupyter-book build of {staged} failed ({result}); see the warnings above")
+    book = yaml.safe_load((course.root / "_config.yml").read_text()).get("title", "")
+    landing = yaml.safe_load((staged / "_toc.yml").read_text())["root"]
+    polish_site(out_html, book=book, description=_project().get("description") or book, landing=f"{landing}.html")
     return out_html
 
 

@@ -19,7 +19,7 @@ import nbformat
 
 from ..cells import is_claim
 from ..course import Chapter, Course
-from ..execute import execute
+from ..execute import FIGURE_KERNEL, execute
 from .deps import DEPENDENCIES, dependency_map
 from .view import student_view
 
@@ -61,6 +61,7 @@ def solution_modules(course: Course, slug: str) -> list[Path]:
 def _versions_hash() -> hashlib._Hash:
     h = hashlib.sha256()
     h.update(sys.version.encode())
+    h.update(repr(FIGURE_KERNEL).encode())  # how figures are saved (their resolution) is part of the output
     for dist in _VERSIONED:
         try:
             h.update(f"{dist}=={metadata.version(dist)}".encode())
@@ -122,6 +123,34 @@ def hide_claims(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+REFERENCE_NOTE = """:::{admonition} Outputs from the reference solution
+:class: reference-outputs
+In your notebook the function above raises `NotImplementedError()` until you write it. The results shown
+on this page below it (the test's output, the figures) come from the course's reference solution.
+:::"""
+
+
+def mark_exercises(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """For the published page only: each exercise's stub is followed by a note that the outputs below it
+    come from the reference solution, and each graded test cell is tagged ``graded-test`` (the stylesheet
+    marks it) with its code folded (``hide-input``: a reader opens it with a click)."""
+    cells = []
+    for cell in nb.cells:
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        cells.append(cell)
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.setdefault("tags", [])
+        if grading.get("solution") and not grading.get("grade"):
+            if "exercise" not in tags:
+                tags.append("exercise")
+            cells.append(nbformat.v4.new_markdown_cell(REFERENCE_NOTE))
+        elif grading.get("grade"):
+            tags.extend(t for t in ("graded-test", "hide-input") if t not in tags)
+    nb.cells = cells
+    return nb
+
+
 def _write_if_changed(path: Path, data: bytes) -> None:
     # Sphinx rebuilds pages whose files are newer, so unchanged pages keep their mtime.
     if path.exists() and path.read_bytes() == data:
@@ -137,7 +166,9 @@ def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: boo
     notebooks = {ch.notebook for ch in course.chapters()}
     for src in sorted(course.book.rglob("*")):
         rel = src.relative_to(course.book)
-        if not src.is_file() or src in notebooks or "__pycache__" in rel.parts \
+        # book/_static/ is not a page: the site's build serves it (staged, Jupyter Book would add every
+        # script under every static folder to every page, MathJax's components included)
+        if not src.is_file() or src in notebooks or "__pycache__" in rel.parts or rel.parts[0] == "_static" \
                 or ".ipynb_checkpoints" in rel.parts or rel.name == DEPENDENCIES:
             continue
         if src.suffix == ".ipynb":
@@ -152,7 +183,7 @@ def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: boo
     for ch in chapters:
         nb = hide_claims(executed_source(course, ch, log))
         if not instructor:
-            nb = student_view(nb, label=str(ch.notebook.relative_to(course.root)))
+            nb = mark_exercises(student_view(nb, label=str(ch.notebook.relative_to(course.root))))
         dest = out / ch.notebook.relative_to(course.book)
         _write_if_changed(dest, nbformat.writes(nb).encode())
         wanted.add(dest)

@@ -1,8 +1,11 @@
 """Third-party browser assets the published book serves itself, so that it renders offline.
 
 MathJax 3 is fetched once from the npm registry (``npm pack``, checked against a pinned SHA-256) into
-``.vendor/`` beside ``.venv/`` and copied into the site's ``_static/mathjax/``. Without it (no ``npm``, no
-registry) the book still builds and loads MathJax from its CDN, and says so.
+``.vendor/`` beside ``.venv/`` and copied into the site's ``_static/mathjax/``. Only what the book uses is
+kept: the loader (``startup.js``), TeX input with its extensions (loaded when a page needs one), CommonHTML
+output with its fonts, and the assistive MathML that screen readers read; not the contextual menu, the
+speech-rule maps of some twenty languages, the SVG output or the combined bundles. Without it (no
+``npm``, no registry) the book still builds and loads MathJax from its CDN, and says so.
 
     python -m grader.book.vendor        # fetch now (``make setup`` does)
 """
@@ -19,10 +22,15 @@ from pathlib import Path
 
 MATHJAX_VERSION = "3.2.2"
 MATHJAX_SHA256 = "1b9c0a1c44df864e915690558e72adb9cc5203360daefd385084ced3b6c64c09"
-MATHJAX_ENTRY = "mathjax/tex-mml-chtml.js"  # relative to _static/, Sphinx's ``mathjax_path``
-# The combined TeX+MathML component, and what it loads at run time: fonts, TeX extensions (autoload),
-# the menu and its accessibility tools.
-_KEEP = ("tex-mml-chtml.js", "output/", "input/tex/extensions/", "ui/", "a11y/", "sre/")
+MATHJAX_ENTRY = "mathjax/startup.js"  # relative to _static/, Sphinx's ``mathjax_path``
+# The components the loader fetches (each loads its dependencies: core, the CHTML font data).
+MATHJAX_CONFIG = {
+    "loader": {"load": ["input/tex", "output/chtml", "a11y/assistive-mml"]},
+    "options": {"processHtmlClass": "tex2jax_process|mathjax_process|math|output_area"},
+}
+_KEEP = ("startup.js", "core.js", "input/tex.js", "input/tex/extensions/", "output/chtml.js",
+         "output/chtml/fonts/tex.js", "output/chtml/fonts/woff-v2/", "a11y/assistive-mml.js")
+_DROP = ("input/tex/extensions/all-packages.js",)
 
 
 def mathjax_static(root: Path) -> Path:
@@ -60,8 +68,9 @@ def fetch_mathjax(root: Path, log=print) -> bool:
         with tarfile.open(tarballs[0]) as tar:
             for member in tar.getmembers():
                 name = member.name.removeprefix("package/")
-                keep = name == "LICENSE" or (name.startswith("es5/")
-                                             and name.removeprefix("es5/").startswith(_KEEP))
+                inner = name.removeprefix("es5/")
+                keep = name == "LICENSE" or (name.startswith("es5/") and inner.startswith(_KEEP)
+                                             and not inner.startswith(_DROP))
                 if not member.isfile() or not keep:
                     continue
                 target = staging / "mathjax" / name.removeprefix("es5/")

@@ -24,7 +24,7 @@ from nbgrader.api import Gradebook
 
 from ..cells import nbgrader_meta
 from ..course import Course, GraderError, Workspace
-from ..execute import KERNEL_ENV, QUIET_KERNEL
+from ..execute import FIGURE_KERNEL, KERNEL_ENV, QUIET_KERNEL
 from ..grading.autograde import autograde
 from ..grading.report import collect
 from ..nbgrader_run import nbgrader
@@ -46,7 +46,8 @@ def bench(course: Course, names: list[str]) -> list[dict]:
     for ch in course.select(names):
         nb = nbformat.read(ch.notebook, as_version=4)
         start = time.perf_counter()
-        NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True, extra_arguments=QUIET_KERNEL,
+        NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True,
+                       extra_arguments=QUIET_KERNEL + FIGURE_KERNEL,
                        resources={"metadata": {"path": str(ch.folder)}}).execute(env={**os.environ, **KERNEL_ENV})
         wall = time.perf_counter() - start
         per_cell = [(_seconds(c), i) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
