@@ -12,4 +12,6 @@ EXERCISES = {
     "ch08_complexity": ["attention_flops", "attention_matrix_bytes", "rnn_flops", "loglog_slope",
                         "chunked_attention"],
     "ch09_flash": ["online_softmax", "flash_attention_forward", "flash_attention_backward"],
+    "ch10_decoding": ["bottom_right_causal_mask", "decode_step", "GroupedQueryAttention", "kv_cache_bytes",
+                      "split_kv_attention", "cached_attention"],
 }
