@@ -269,7 +269,6 @@ def kv_cache_bytes_cases(seed: int) -> list[Case]:
         Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.float16}, label="float16 (2 bytes)"),
         Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.float64}, label="float64 (8 bytes)"),
         Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.int8}, label="an int8 (quantised) cache: 1 byte"),
-        Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.float8_e4m3fn}, label="float8_e4m3fn: 1 byte"),
         Case(args=(80, 8, 128, 1_000_000, 64), label="huge: 80 layers, 1M tokens, batch 64 (no overflow)"),
         Case(args=(32, 8, 128, 0), label="seq_len=0: an empty cache takes 0 bytes"),
         Case(args=(32, 8, 128, -1), raises="ValueError", label="negative seq_len raises ValueError"),
@@ -408,8 +407,9 @@ CONTRACT = {
         "dtype defaults to bfloat16; its element size in bytes counts": [
             "Llama 2 7B (MHA: 32 layers, 32 kv heads, d_head 128), 4096 tokens, bf16", "batch=3, dtype=float32",
             "float16 (2 bytes)", "float64 (8 bytes)"],
-        "any torch dtype, integer and float8 caches included": [
-            "an int8 (quantised) cache: 1 byte", "float8_e4m3fn: 1 byte"],
+        "any torch dtype, integer caches included": ["an int8 (quantised) cache: 1 byte"],
+        "float8 caches": "not gradable: the grader's wire format carries no float8 dtype; the reference tests "
+                         "cover float8_e4m3fn",
         "returns a Python int, exact for huge caches": ["huge: 80 layers, 1M tokens, batch 64 (no overflow)"],
         "seq_len=0 gives 0": ["seq_len=0: an empty cache takes 0 bytes"],
         "ValueError for a negative count": ["negative seq_len raises ValueError", "negative n_layers raises ValueError"],
