@@ -394,8 +394,9 @@ CONTRACT = {
         "T=1 and small heads": ["T=1, no cache: a single token", "d_head=2, T=12"],
         "ValueError when n_heads does not divide d_model": ["n_heads=4 does not divide d_model=30: ValueError"],
         "ValueError when n_kv_heads does not divide n_heads": ["n_kv_heads=3 does not divide n_heads=8: ValueError"],
-        "equals F.scaled_dot_product_attention(enable_gqa=True) on the same projections":
-            "visible only: the visible test compares with PyTorch's kernel; hidden cases compare with the reference",
+        "equals F.scaled_dot_product_attention(enable_gqa=True) on the same projections": [
+            "GQA d_model=32, 8 query heads, 2 kv heads (groups of 4), T=6, no cache",
+            "MQA: one kv head shared by 6 query heads"],  # the reference equals enable_gqa: test_decoding_reference.py
         "float16, bfloat16, float64": "not gradable: a check builds the module in float32 (its weights come "
                                       "from the reference's state_dict); dtypes are graded in decode_step",
     },
