@@ -62,13 +62,17 @@ def _full(q, k, v):
 def test_cached_attention_is_the_last_rows_of_full_causal_attention(batch, T_q, T_k):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(*batch, T_k, d, generator=g, dtype=torch.float64) for d in (8, 8, 5))
-    out = ref.cached_attention(q[..., T_k - T_q:, :], k, v)
-    torch.testing.assert_close(out, _full(q, k, v)[..., T_k - T_q:, :])
+    out = ref.cached_attention(q[..., T_k - T_q :, :], k, v)
+    torch.testing.assert_close(out, _full(q, k, v)[..., T_k - T_q :, :])
 
 
 def test_cached_attention_equals_sdpa_with_causal_lower_right():
     g = torch.Generator().manual_seed(1)
-    q, k, v = torch.randn(2, 2, 3, 8, generator=g), torch.randn(2, 2, 11, 8, generator=g), torch.randn(2, 2, 11, 4, generator=g)
+    q, k, v = (
+        torch.randn(2, 2, 3, 8, generator=g),
+        torch.randn(2, 2, 11, 8, generator=g),
+        torch.randn(2, 2, 11, 4, generator=g),
+    )
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(3, 11))
     torch.testing.assert_close(ref.cached_attention(q, k, v), expected, atol=1e-6, rtol=1e-5)
 
@@ -88,11 +92,16 @@ def test_cached_attention_keeps_low_precision_dtypes_and_raises():
 def test_decode_step_in_chunks_equals_full_causal_attention(sizes):
     g = torch.Generator().manual_seed(3)
     T = sum(sizes)
-    q, k, v = torch.randn(2, 3, T, 8, generator=g), torch.randn(2, 3, T, 8, generator=g), torch.randn(2, 3, T, 4, generator=g)
+    q, k, v = (
+        torch.randn(2, 3, T, 8, generator=g),
+        torch.randn(2, 3, T, 8, generator=g),
+        torch.randn(2, 3, T, 4, generator=g),
+    )
     past, outs, start = None, [], 0
     for size in sizes:
-        out, past = ref.decode_step(q[..., start:start + size, :], k[..., start:start + size, :],
-                                    v[..., start:start + size, :], past)
+        out, past = ref.decode_step(
+            q[..., start : start + size, :], k[..., start : start + size, :], v[..., start : start + size, :], past
+        )
         outs.append(out)
         start += size
     torch.testing.assert_close(torch.cat(outs, dim=-2).double(), _full(q, k, v), atol=1e-5, rtol=1e-5)
@@ -173,8 +182,9 @@ def test_gqa_rejects_heads_that_do_not_divide():
 # kv_cache_bytes
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.int8,
-                                   torch.float8_e4m3fn])
+@pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.int8, torch.float8_e4m3fn]
+)
 def test_kv_cache_bytes_is_the_formula(dtype):
     got = ref.kv_cache_bytes(32, 8, 128, 4096, 3, dtype)
     assert type(got) is int and got == 2 * 32 * 8 * 128 * 4096 * 3 * torch.empty(0, dtype=dtype).element_size()
@@ -197,9 +207,14 @@ def test_kv_cache_bytes_of_published_configs_and_errors():
 @pytest.mark.parametrize("T_k, n", [(64, 4), (50, 4), (50, 7), (10, 16), (1, 3), (33, 1), (33, 33)])
 def test_split_kv_equals_sdpa(T_k, n):
     g = torch.Generator().manual_seed(4)
-    q, k, v = torch.randn(2, 3, 2, 8, generator=g), torch.randn(2, 3, T_k, 8, generator=g), torch.randn(2, 3, T_k, 5, generator=g)
-    torch.testing.assert_close(ref.split_kv_attention(q, k, v, n), F.scaled_dot_product_attention(q, k, v),
-                               atol=1e-6, rtol=1e-5)
+    q, k, v = (
+        torch.randn(2, 3, 2, 8, generator=g),
+        torch.randn(2, 3, T_k, 8, generator=g),
+        torch.randn(2, 3, T_k, 5, generator=g),
+    )
+    torch.testing.assert_close(
+        ref.split_kv_attention(q, k, v, n), F.scaled_dot_product_attention(q, k, v), atol=1e-6, rtol=1e-5
+    )
 
 
 def test_split_kv_survives_scores_that_overflow_exp():
@@ -241,11 +256,21 @@ def test_split_kv_holds_one_chunk_of_scores():
 # the hidden checks' cases and judges
 
 
-GENERATORS = [("bottom_right_causal_mask_cases", {}), ("decode_step_cases", {}), ("decode_step_cases", {"dtype": "float16"}),
-              ("decode_step_cases", {"dtype": "bfloat16"}), ("chunked_sequence_cases", {}), ("cached_attention_cases", {}),
-              ("cached_attention_cases", {"dtype": "float16"}), ("cached_attention_property_cases", {}),
-              ("grouped_query_attention_cases", {}), ("kv_cache_bytes_cases", {}), ("split_kv_attention_cases", {}),
-              ("split_kv_attention_cases", {"dtype": "bfloat16"}), ("split_kv_memory_cases", {})]
+GENERATORS = [
+    ("bottom_right_causal_mask_cases", {}),
+    ("decode_step_cases", {}),
+    ("decode_step_cases", {"dtype": "float16"}),
+    ("decode_step_cases", {"dtype": "bfloat16"}),
+    ("chunked_sequence_cases", {}),
+    ("cached_attention_cases", {}),
+    ("cached_attention_cases", {"dtype": "float16"}),
+    ("cached_attention_property_cases", {}),
+    ("grouped_query_attention_cases", {}),
+    ("kv_cache_bytes_cases", {}),
+    ("split_kv_attention_cases", {}),
+    ("split_kv_attention_cases", {"dtype": "bfloat16"}),
+    ("split_kv_memory_cases", {}),
+]
 
 
 @pytest.mark.parametrize("name, params", GENERATORS)
@@ -256,6 +281,7 @@ def test_case_generators_are_deterministic_and_labelled(name, params):
 def test_full_sequence_judges_accept_the_reference_and_reject_top_left():
     cases = cases_mod.chunked_sequence_cases(2)
     cases_mod.equals_full_sequence_attention(cases, [ref.decode_step(*c.args) for c in cases])
+
     def top_left(q, k_new, v_new, past):  # the mistake: is_causal=True over the cache
         k = k_new if past is None else torch.cat([past[0], k_new], dim=-2)
         v = v_new if past is None else torch.cat([past[1], v_new], dim=-2)
@@ -267,7 +293,9 @@ def test_full_sequence_judges_accept_the_reference_and_reject_top_left():
     rows = cases_mod.cached_attention_property_cases(12)
     cases_mod.equals_full_sequence_rows(rows, [ref.cached_attention(*c.args) for c in rows])
     with pytest.raises(AssertionError, match="bottom-right"):
-        cases_mod.equals_full_sequence_rows(rows, [F.scaled_dot_product_attention(*c.args, is_causal=True) for c in rows])
+        cases_mod.equals_full_sequence_rows(
+            rows, [F.scaled_dot_product_attention(*c.args, is_causal=True) for c in rows]
+        )
 
 
 def test_judge_rejects_a_cache_in_the_wrong_order():
