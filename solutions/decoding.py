@@ -73,9 +73,9 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
     return _attend(q, k, v, mask)
 
 
-def decode_step(
-    q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None
-) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def decode_step(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
+                past: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """One step of cached decoding: the new tokens attend to the cache and, causally, to each other.
 
     Args:
@@ -122,9 +122,8 @@ class GroupedQueryAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(
-        self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """``x``: ``(B, T, d_model)``; ``past``: ``(k, v)`` each ``(B, n_kv_heads, T_past, d_head)`` or None.
 
         Returns ``(out (B, T, d_model), present)`` with ``present = (k, v)`` each
@@ -146,9 +145,8 @@ class GroupedQueryAttention(nn.Module):
         return self.out_proj(out), (k, v)
 
 
-def kv_cache_bytes(
-    n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int = 1, dtype: torch.dtype = torch.bfloat16
-) -> int:
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int = 1,
+                   dtype: torch.dtype = torch.bfloat16) -> int:
     """Bytes of a KV cache: ``2 * n_layers * n_kv_heads * d_head * seq_len * batch * element size``.
 
     The 2 counts keys and values; every layer caches both, for every kv head and every token.
@@ -157,7 +155,8 @@ def kv_cache_bytes(
         ValueError: when a count is negative.
         TypeError: when ``dtype`` is not a ``torch.dtype``.
     """
-    counts = {"n_layers": n_layers, "n_kv_heads": n_kv_heads, "d_head": d_head, "seq_len": seq_len, "batch": batch}
+    counts = {"n_layers": n_layers, "n_kv_heads": n_kv_heads, "d_head": d_head, "seq_len": seq_len,
+              "batch": batch}
     for name, value in counts.items():
         if value < 0:
             raise ValueError(f"{name} must be >= 0, got {value}")
@@ -196,8 +195,8 @@ def split_kv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_spli
     q = q.to(compute) / math.sqrt(q.shape[-1])
     outs, lses = [], []
     for start in range(0, T_k, chunk):  # the partial attentions are independent: one GPU block each
-        k_c = k[..., start : start + chunk, :].to(compute)  # (..., c, d_k)
-        v_c = v[..., start : start + chunk, :].to(compute)  # (..., c, d_v)
+        k_c = k[..., start:start + chunk, :].to(compute)  # (..., c, d_k)
+        v_c = v[..., start:start + chunk, :].to(compute)  # (..., c, d_v)
         s = q @ k_c.transpose(-2, -1)  # (..., T_q, c): one chunk's scores only
         lse = torch.logsumexp(s, dim=-1, keepdim=True)  # (..., T_q, 1)
         outs.append(torch.exp(s - lse) @ v_c)  # (..., T_q, d_v): this chunk's softmax, normalised
