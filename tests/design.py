@@ -12,6 +12,8 @@ EXERCISES = {
     "ch08_complexity": ["attention_flops", "attention_matrix_bytes", "rnn_flops", "loglog_slope",
                         "chunked_attention"],
     "ch09_flash": ["online_softmax", "flash_attention_forward", "flash_attention_backward"],
+    "ch10_decoding": ["bottom_right_causal_mask", "decode_step", "GroupedQueryAttention", "kv_cache_bytes",
+                      "split_kv_attention", "cached_attention"],
     "ch11_long_context": ["apply_rope", "alibi_bias", "sliding_window_mask", "linear_attention",
                           "rope_cached_attention"],
 }
