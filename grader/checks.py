@@ -66,8 +66,14 @@ __all__ = [
     "to_plain",
 ]
 
-#: Largest number of elements a single returned array may have (bounded output format).
-MAX_ELEMENTS = 20_000_000
+#: Largest number of elements a single returned array may have (bounded output format: at float64 it
+#: fits the results stream's per-case bound, ``grader.grading.wire.MAX_CASE_BYTES``).
+MAX_ELEMENTS = 2_000_000
+#: Largest returned integer (bits), string (characters) and tuple/list/dict (items): beyond them a
+#: value is refused as the student's error, before it could overflow a comparison or the results stream.
+MAX_INT_BITS = 64
+MAX_STR = 100_000
+MAX_ITEMS = 100_000
 
 
 class CheckFailed(AssertionError):
@@ -219,17 +225,27 @@ def to_plain(x: Any, _depth: int = 0) -> Any:
     if t is bool or t is np.bool_:
         return bool(x)
     if t is int or t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
-        return int(x)
+        value = int(x)
+        if value.bit_length() > MAX_INT_BITS:
+            raise TypeError(f"returned an integer of {value.bit_length()} bits (limit {MAX_INT_BITS})")
+        return value
     if t is float or t in (np.float16, np.float32, np.float64):
         return float(x)
-    if x is None or t is str:
+    if x is None:
         return x
+    if t is str:
+        if len(x) > MAX_STR:
+            raise TypeError(f"returned a string of {len(x)} characters (limit {MAX_STR})")
+        return str.__str__(x)
+    if t is tuple or t is list or t is dict:
+        if len(x) > MAX_ITEMS:
+            raise TypeError(f"returned a {t.__name__} of {len(x)} items (limit {MAX_ITEMS})")
     if t is tuple or t is list:
         return [to_plain(v, _depth + 1) for v in x]
     if t is dict:
-        if not all(type(k) is str for k in x):
-            raise TypeError("returned a dict whose keys are not all strings")
-        return {k: to_plain(v, _depth + 1) for k, v in x.items()}
+        if not all(type(k) is str and len(k) <= 200 for k in x):
+            raise TypeError("returned a dict whose keys are not all (short) strings")
+        return {str.__str__(k): to_plain(v, _depth + 1) for k, v in x.items()}
     raise TypeError(f"returned an object of type {t.__module__}.{t.__qualname__}, "
                     "expected tensors, numbers or tuples of them")
 
@@ -318,12 +334,94 @@ class _BannedOpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+#: Banning a family's head bans the family: ``exp(log_softmax(x))`` is a softmax, whatever its name.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "torch.softmax": ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax",
+                      "torch.special.softmax", "torch.log_softmax", "torch.Tensor.log_softmax",
+                      "torch.nn.functional.log_softmax", "torch.special.log_softmax", "aten._softmax",
+                      "aten._log_softmax", "aten._safe_softmax"),
+    "torch.nn.functional.scaled_dot_product_attention": (
+        "torch.nn.functional.scaled_dot_product_attention", "aten._scaled_dot_product*"),
+}
+
+
+def banned_family(names: Iterable[str]) -> list[str]:
+    """``names`` with every family whose head is among them (in order, without repeats)."""
+    out: list[str] = []
+    for name in names:
+        for member in FAMILIES.get(name, (name,)):
+            if member not in out:
+                out.append(member)
+        if name not in out:
+            out.append(name)
+    return out
+
+
+class _GlobalOpBan:
+    """Records banned ATen operators on *every* thread: while a case that bans them is evaluated, a
+    Python kernel is registered at the ``ADInplaceOrView`` key of each banned operator, below autograd
+    (gradients are untouched), that notes the call and redispatches to the real kernel; the
+    registration is removed afterwards, so the rest of the process runs the operators as before. A
+    ``TorchDispatchMode`` only sees the calling thread; this sees a banned softmax run on another thread
+    too. (Not under ``torch.inference_mode``, which skips that key, and not code that re-registers the
+    kernel or patches this module: both are in-process, like the recorders.)"""
+
+    names: dict[str, list[str]] = {}  # pattern -> operator names
+
+    @classmethod
+    def _operators(cls, pattern: str) -> list[str]:
+        if pattern not in cls.names:
+            if pattern.endswith("*"):
+                prefix = "aten::" + pattern[len("aten."):-1]
+                cls.names[pattern] = sorted(n[len("aten::"):] for n in torch._C._dispatch_get_all_op_names()
+                                            if n.startswith(prefix) and "." not in n)
+            else:
+                cls.names[pattern] = [pattern[len("aten."):]]
+        return cls.names[pattern]
+
+    @staticmethod
+    def _kernel(op, pattern: str, seen: list[str]):
+        after = torch._C._after_ADInplaceOrView_keyset
+
+        def kernel(keyset, *args, **kwargs):
+            if pattern not in seen:
+                seen.append(pattern)
+            return op.redispatch(keyset & after, *args, **kwargs)
+
+        return kernel
+
+    @classmethod
+    @contextlib.contextmanager
+    def window(cls, patterns: list[str], seen: list[str]):
+        import warnings
+
+        library = torch.library.Library("aten", "IMPL")  # noqa: TOR901 -- destroyed below
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "overriding a previously registered kernel": on purpose
+                for pattern in patterns:
+                    for name in cls._operators(pattern):
+                        packet = getattr(torch.ops.aten, name, None)
+                        for overload in packet.overloads() if packet is not None else []:
+                            try:
+                                library.impl(name if overload == "default" else f"{name}.{overload}",
+                                             cls._kernel(getattr(packet, overload), pattern, seen),
+                                             "ADInplaceOrView", with_keyset=True)
+                            except Exception:  # noqa: BLE001 -- takes no kernel there: the mode still sees it
+                                pass
+            yield
+        finally:
+            library._destroy()
+
+
 @contextlib.contextmanager
 def _recording_banned(names: Iterable[str], seen: list[str]):
-    names = list(names)
+    names = banned_family(names)
     ops = [n for n in names if n.startswith("aten.")]
     functions = {resolve(n): n for n in names if not n.startswith("aten.")}
     with contextlib.ExitStack() as stack:
+        if ops:
+            stack.enter_context(_GlobalOpBan.window(ops, seen))
         if functions:
             stack.enter_context(_BannedCallRecorder(functions, seen))
         if ops:
@@ -485,16 +583,31 @@ def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Ou
             with _recording_banned(banned, seen), _measuring_memory(case.max_numel is not None, outcome):
                 result = _call(obj, case, args, kwargs)
             outcome.output = to_plain(result)
-        except Exception as exc:  # the student's error becomes the case's verdict
-            outcome.error = f"{type(exc).__name__}: {str(exc)[:500]}"
-            outcome.error_types = tuple(cls.__name__ for cls in type(exc).__mro__)
+        except BaseException as exc:  # noqa: BLE001 -- the student's error (SystemExit too) is the case's verdict
+            outcome.output = None
+            outcome.error = f"{_name(type(exc))}: {_message(exc)}"
+            outcome.error_types = tuple(_name(cls) for cls in type(exc).__mro__)
         outcome.banned_calls = tuple(seen)
         try:
             outcome.inputs_after = _inputs_plain(args, kwargs)
-        except TypeError:
+        except BaseException:  # noqa: BLE001 -- unreadable inputs count as modified
             outcome.inputs_after = None
         outcomes.append(outcome)
     return outcomes
+
+
+def _name(cls: type) -> str:
+    name = type.__dict__["__name__"].__get__(cls)  # not a metaclass's property
+    return str.__str__(name)[:200] if isinstance(name, str) else "?"
+
+
+def _message(exc: BaseException, limit: int = 500) -> str:
+    """``str(exc)`` bounded; an exception whose ``__str__`` misbehaves gets a placeholder."""
+    try:
+        text = str(exc)
+        return str.__str__(text)[:limit] if isinstance(text, str) else "(no message)"
+    except BaseException:  # noqa: BLE001
+        return "(its message could not be read)"
 
 
 # ---------------------------------------------------------------------------------------------------

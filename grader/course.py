@@ -92,6 +92,12 @@ class Course:
     def build(self) -> Path:
         return self.root / "_build"
 
+    @property
+    def hardware(self) -> Path:
+        """The cited hardware table (peak FLOP/s, HBM, SMs, shared memory, L2) that every chapter quoting a
+        hardware figure reads; the student release carries a copy beside the chapter folders."""
+        return self.book / "hardware.csv"
+
     def workspace(self, workdir: str | Path | None = None, db_url: str | None = None) -> Workspace:
         """Where a grading run keeps nbgrader's submitted/autograded/feedback folders and its gradebook."""
         folder = Path(workdir).resolve() if workdir else self.build

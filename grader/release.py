@@ -6,8 +6,7 @@ import ast
 import shutil
 from pathlib import Path
 
-from nbconvert.preprocessors import Preprocessor
-from traitlets import Bool
+from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .cells import is_claim
 from .course import Chapter, Course, GraderError, Workspace
@@ -18,11 +17,10 @@ class ReleaseFailed(GraderError):
     pass
 
 
-class RemoveClaimCells(Preprocessor):
+class RemoveClaimCells(NbGraderPreprocessor):
     """``nbgrader generate_assignment`` step (``nbgrader_config.py``): the book's claim cells check the
-    reference's demos and glue numbers into the prose; a student's notebook has no use for them."""
-
-    enabled = Bool(True).tag(config=True)   # nbconvert's preprocessors are off unless enabled; nbgrader's are on
+    reference's demos and glue numbers into the prose; a student's notebook has no use for them. (An
+    nbgrader preprocessor, which is enabled by default: a plain nbconvert one is skipped unless enabled.)"""
 
     def preprocess(self, nb, resources):
         nb.cells = [cell for cell in nb.cells if not is_claim(cell)]
@@ -82,6 +80,7 @@ def write_student_repo_files(course: Course) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "requirements.txt").write_text(STUDENT_REQUIREMENTS)
     (out / "README.md").write_text(STUDENT_README)
+    shutil.copyfile(course.hardware, out / course.hardware.name)  # the demos read ../hardware.csv
     copy_grader(out / "grader")
 
 

@@ -21,7 +21,14 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
         raise Rejected(f"{path.name} is {size / 2**20:.0f} MiB, over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit")
-    raw = path.read_bytes()
+    return parse_submission(path.read_bytes(), path.name)
+
+
+def parse_submission(raw: bytes, name: str) -> nbformat.NotebookNode:
+    """The notebook in the bytes ``raw`` of the file ``name``, or :class:`Rejected` saying why not."""
+    path = Path(name)
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        raise Rejected(f"{path.name} is {len(raw) / 2**20:.0f} MiB, over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

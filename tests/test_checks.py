@@ -374,3 +374,59 @@ def test_memory_bound_on_live_elements_catches_every_block_kept_alive():
     run_local(check, blockwise_rowsum)
     with pytest.raises(CheckFailed, match="alive at once"):
         run_local(check, kept_blocks_rowsum)
+
+
+def test_to_plain_bounds_integers_strings_and_containers():
+    with pytest.raises(TypeError, match="bits"):
+        checks.to_plain(10 ** 400)
+    with pytest.raises(TypeError, match="characters"):
+        checks.to_plain("x" * (checks.MAX_STR + 1))
+    with pytest.raises(TypeError, match="items"):
+        checks.to_plain(list(range(checks.MAX_ITEMS + 1)))
+    assert checks.to_plain(2 ** 63) == 2 ** 63
+
+
+def test_evaluate_contains_base_exceptions_and_misbehaving_messages():
+    class Nasty(Exception):
+        def __str__(self):
+            raise SystemExit(1)
+
+    def exits(x):
+        raise SystemExit(0)
+
+    def nasty(x):
+        raise Nasty()
+
+    case = checks.Case(args=(1,))
+    (out,) = checks.evaluate(exits, [case])
+    assert out.error.startswith("SystemExit") and "BaseException" in out.error_types
+    (out,) = checks.evaluate(nasty, [case])
+    assert out.error.startswith("Nasty") and "could not be read" in out.error
+
+
+def test_banning_a_family_head_bans_the_family():
+    names = checks.banned_family(["torch.softmax"])
+    assert "torch.log_softmax" in names and "aten._log_softmax" in names
+    assert checks.banned_family(["aten._safe_softmax"]) == ["aten._safe_softmax"]  # not a head: itself only
+    (out,) = checks.evaluate(lambda x: torch.log_softmax(x, -1).exp(), [checks.Case(args=(torch.randn(3),))],
+                             ["torch.softmax"])
+    assert out.banned_calls
+
+
+def test_a_banned_operator_on_another_thread_is_recorded_and_gradients_still_flow():
+    import threading
+
+    def threaded(x):
+        box = []
+        worker = threading.Thread(target=lambda: box.append(torch.softmax(x, -1)))
+        worker.start()
+        worker.join()
+        return box[0]
+
+    (out,) = checks.evaluate(threaded, [checks.Case(args=(torch.randn(3),))], ["aten._softmax"])
+    assert out.banned_calls == ("aten._softmax",)
+    x = torch.randn(3, requires_grad=True)
+    torch.softmax(x, -1)[0].backward()  # the process-wide kernel sits below autograd
+    assert x.grad is not None and abs(float(x.grad.sum())) < 1e-6
+    (out,) = checks.evaluate(lambda x: torch.softmax(x, -1), [checks.Case(args=(torch.randn(3),))], [])
+    assert out.banned_calls == ()  # nothing is recorded outside a window that bans it

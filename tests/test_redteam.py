@@ -1,11 +1,16 @@
-"""The red-team class (grader/redteam.py) through `grader autograde`: attacks on the grader earn
+"""The red-team class (grader/dev/redteam.py) through `grader autograde`: attacks on the grader earn
 nothing, harmless extras cost nothing, fatal extras and broken input are recorded without stopping the
-run, and nobody's grade moves because of someone else's submission."""
+run, and nobody's grade moves because of someone else's submission. The attacks of issue 13 (escaping
+the sandbox, forging results, links in the submissions, bad return values, sabotaged visible tests,
+banned families, CPU hogs) are graded beside the correct victim `rt-correct-plain`, and no host file
+they aim at may change."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
@@ -18,24 +23,41 @@ COURSE = Course.here()
 TIMEOUT = 60  # seconds per notebook: the infinite loop must be stopped by it
 
 
+def _fingerprint(folders: list[Path]) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for folder in folders
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     inbox = tmp_path_factory.mktemp("redteam")
     ws = COURSE.workspace(tmp_path_factory.mktemp("redteam-work"))
+    host = tmp_path_factory.mktemp("redteam-host")
+    host.chmod(0o777)
+    (host / "canary.txt").write_text("canary\n")
+    (host / "canary.txt").chmod(0o666)
     others = [ch for ch in COURSE.chapters() if ch.slug != "qkv"]
-    expect = redteam.build(COURSE, inbox, workdir=ws.folder, other=others[0] if others else None)
+    expect = redteam.build(COURSE, inbox, workdir=ws.folder, other=others[0] if others else None, host=host)
+    course_files = [COURSE.root / "solutions", COURSE.book]
+    before = _fingerprint(course_files)
+    traces_before = redteam.host_traces(host)
     result = subprocess.run([sys.executable, "-m", "grader", "autograde", str(inbox), "--workdir", str(ws.folder),
                              "--jobs", "2", "--timeout", str(TIMEOUT)], cwd=COURSE.root, capture_output=True,
                             text=True, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = {r.student: r for r in collect(ws)}
-    return expect, rows, ws, result.stdout
+    after = _fingerprint(course_files)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    return expect, rows, ws, result.stdout, {"traces": (traces_before, redteam.host_traces(host)),
+                                             "course_changed": changed}
 
 
 def test_every_red_team_case_gets_its_expected_grade(graded):
-    expect, rows, _, log = graded
+    expect, rows, _, log, _ = graded
     problems = []
     for name, want in sorted(expect.items()):
+        if want.open:
+            continue  # a known gap: test_known_gaps_are_still_open
         row = rows.get(name)
         if row is None:
             problems.append(f"{name}: no record")
@@ -51,12 +73,12 @@ def test_every_red_team_case_gets_its_expected_grade(graded):
 
 
 def test_the_sandbox_ran_with_full_isolation_here(graded):
-    *_, log = graded
+    _, _, _, log, _ = graded
     assert "sandbox: full" in log, log[:2000]
 
 
 def test_gradebook_attack_changed_nobody_and_max_scores_are_the_sources(graded):
-    expect, rows, ws, _ = graded
+    expect, rows, ws, _, _ = graded
     points = redteam.chapter_points(COURSE)
     with Gradebook(ws.db_url) as gb:
         for sub in gb.find_assignment("ch02_qkv").submissions:
@@ -67,7 +89,7 @@ def test_gradebook_attack_changed_nobody_and_max_scores_are_the_sources(graded):
 
 
 def test_hidden_tests_never_reach_what_a_student_reads(graded):
-    expect, rows, ws, _ = graded
+    expect, rows, ws, _, _ = graded
     result = subprocess.run([sys.executable, "-m", "grader", "report", "--workdir", str(ws.folder)],
                             cwd=COURSE.root, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -78,3 +100,32 @@ def test_hidden_tests_never_reach_what_a_student_reads(graded):
         for secret in ("BEGIN HIDDEN TESTS", "check_close", "check_module", "check_property", "solutions.cases",
                        "grader.checks"):
             assert secret not in text, f"{page} shows {secret!r}"
+
+
+def test_no_attack_changed_a_host_file(graded):
+    *_, host = graded
+    before, after = host["traces"]
+    assert before == [] and after == [], after
+    assert not host["course_changed"], sorted(host["course_changed"])[:10]
+
+
+def test_the_victim_beside_the_attacks_keeps_its_grade(graded):
+    expect, rows, *_ = graded
+    victim = rows["rt-correct-plain"]
+    assert (victim.status, victim.score) == ("graded", expect["rt-correct-plain"].score), victim
+
+
+def test_a_linked_timestamp_is_not_copied_into_the_gradebook_folders(graded):
+    _, _, ws, _, _ = graded
+    copied = ws.path("submitted", "rt-timestamp-link", "ch02_qkv")
+    assert (copied / "qkv.ipynb").is_file()
+    assert not (copied / "timestamp.txt").exists()
+    assert not list(ws.path("sandbox", "jobs").iterdir()), "job folders are removed after grading"
+
+
+@pytest.mark.xfail(reason="class 6 of issue 13 is open: banned calls are recorded inside the student's process",
+                   strict=False)
+def test_known_gaps_are_still_open(graded):
+    expect, rows, *_ = graded
+    wrong = {name: rows[name].score for name, want in expect.items() if want.open and rows[name].score != want.score}
+    assert not wrong, wrong

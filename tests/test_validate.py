@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -254,6 +255,8 @@ finally:
 def student_repo(tmp_path_factory) -> Path:
     """``_build/release/`` as `grader release` lays it out, outside the course: the student repository."""
     root = tmp_path_factory.mktemp("student")
+    (root / "book").mkdir()
+    shutil.copyfile(COURSE.hardware, root / "book" / COURSE.hardware.name)  # the course's cited hardware table
     write_student_repo_files(Course(root))
     repo = root / "_build" / "release"
     (repo / CH.id).mkdir()
@@ -276,6 +279,7 @@ def test_release_ships_the_student_kit_and_says_how_to_validate(student_repo):
         assert shipped.parts[1] not in ("grading", "book", "dev") and shipped.name != "checks.py", shipped
         assert (student_repo / shipped).read_bytes() == (COURSE.root / shipped).read_bytes()
     assert (student_repo / "README.md").read_text() == STUDENT_README
+    assert (student_repo / "hardware.csv").read_bytes() == COURSE.hardware.read_bytes()  # ../hardware.csv of the demos
     assert "python -m grader validate ch04_masks/masks.ipynb" in STUDENT_README
     requirements = (student_repo / "requirements.txt").read_text()
     assert requirements == STUDENT_REQUIREMENTS and {"nbclient", "nbformat"} <= set(requirements.splitlines())

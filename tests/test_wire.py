@@ -74,3 +74,71 @@ def test_outcome_fields_are_type_checked():
         wire.outcome_from_wire(Outcome(largest_numel="lots"))
     ok = wire.outcome_from_wire(Outcome(error_types=["ValueError", "Exception"]))
     assert ok.error_types == ("ValueError", "Exception")
+
+
+def _stream(tmp_path, *frames: bytes):
+    path = tmp_path / "results.stream"
+    path.write_bytes(b"".join(frames))
+    return path
+
+
+def test_the_results_stream_round_trips_cells_and_done(tmp_path):
+    writer = wire.Writer()
+    doc = [[writer.encode(Outcome(output=to_plain(torch.arange(3.0))))]]
+    path = _stream(tmp_path, wire.frame({"t": "cell", "index": 1, "ok": True, "output": "hi", "error": "",
+                                         "outcomes": doc}, writer.blobs),
+                   wire.frame({"t": "done", "cells": 2}))
+    results = wire.read_stream(path, 2)
+    assert results.done and not results.problem and set(results.cells) == {1}
+    ((back,),) = results.cells[1].decoded()
+    assert back.output.value.tolist() == [0.0, 1.0, 2.0] and results.cells[1].output == "hi"
+
+
+@pytest.mark.parametrize("frames, words", [
+    ([wire.frame({"t": "cell", "index": 0}), wire.frame({"t": "cell", "index": 0})], "second frame"),
+    ([wire.frame({"t": "cell", "index": 7})], "not in the plan"),
+    ([wire.frame({"t": "cell", "index": True})], "not in the plan"),
+    ([wire.frame({"t": "what"})], "unknown type"),
+    ([wire.frame({"t": "done"})[:-3]], "not valid JSON"),
+    ([wire.FRAME_HEADER.pack(2) + b"[]"], "not an object"),
+    ([wire.FRAME_HEADER.pack(1 << 30)], "too large"),
+    ([wire.frame({"t": "cell", "index": 0}, [b"x" * 10])[:-4]], "cut short"),
+])
+def test_a_malformed_stream_stops_reading_and_keeps_what_came_before(tmp_path, frames, words):
+    first = wire.frame({"t": "cell", "index": 1, "ok": True, "output": "", "error": "", "outcomes": None})
+    results = wire.read_stream(_stream(tmp_path, first, *frames), 3)
+    assert words in results.problem and 1 in results.cells and not results.done
+
+
+def test_oversized_blobs_and_huge_integers_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(wire, "MAX_CELL_BYTES", 8)
+    results = wire.read_stream(_stream(tmp_path, wire.frame({"t": "cell", "index": 0}, [b"x" * 9])), 1)
+    assert "over the limit" in results.problem
+    with pytest.raises(wire.WireError, match="bits"):
+        wire.decode([10 ** 30], [])
+    with pytest.raises(TypeError, match="bits"):
+        to_plain(2 ** 80)
+
+
+def test_a_missing_stream_is_a_problem_not_a_crash(tmp_path):
+    results = wire.read_stream(tmp_path / "nothing", 1)
+    assert results.problem and not results.cells
+
+
+def test_the_bounds_agree_from_converter_to_reader():
+    from grader import checks
+
+    assert 8 * checks.MAX_ELEMENTS <= wire.MAX_CASE_BYTES <= wire.MAX_CELL_BYTES <= wire.MAX_STREAM_BYTES
+    assert checks.MAX_INT_BITS == 64
+
+
+def test_the_harness_replaces_an_oversized_case_by_an_error_and_keeps_the_others(monkeypatch):
+    from grader.grading import harness
+
+    monkeypatch.setattr(wire, "MAX_CASE_BYTES", 10_000)
+    small = Outcome(output=to_plain(torch.zeros(3)))
+    big = Outcome(output=to_plain(torch.zeros(10_000)))
+    doc, blobs = harness._encode_cell([[small, big, small]])
+    back = wire.decode(doc, blobs)
+    assert back[0][0].error is None and back[0][2].error is None
+    assert "bytes of results" in back[0][1].error and back[0][1].output is None

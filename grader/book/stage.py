@@ -74,7 +74,7 @@ def cache_key(course: Course, chapter: Chapter) -> str:
     _hash_tree(h, chapter.folder, course.root)
     for extra in (course.root / "solutions" / "__init__.py",
                   *solution_modules(course, chapter.slug),
-                  course.root / "grader" / "checks.py"):
+                  course.root / "grader" / "checks.py", course.hardware):
         if extra.exists():
             _hash_tree(h, extra, course.root)
     return h.hexdigest()[:20]
@@ -104,9 +104,11 @@ def executed_source(course: Course, chapter: Chapter, log=print) -> nbformat.Not
 
 def executed_page(course: Course, notebook: Path, log=print) -> nbformat.NotebookNode:
     """A notebook of the book that is not a chapter (the appendix): it has no solutions to strip and
-    imports nothing of the course, so its key is the file and the library versions."""
+    imports nothing of the course, so its key is the file, the hardware table and the library versions."""
     h = _versions_hash()
     _hash_tree(h, notebook, course.root)
+    if course.hardware.exists():
+        _hash_tree(h, course.hardware, course.root)
     name = "page-" + str(notebook.relative_to(course.book).with_suffix("")).replace("/", "-")
     return _cached_execution(course, name, h.hexdigest()[:20], notebook, log)
 

@@ -136,13 +136,23 @@ def red_team() -> int:
     others = [ch for ch in course.chapters() if ch.slug != "qkv"]
     # the gradebook attack aims at both workspaces (plain nbgrader runs it unconfined, so it can reach
     # its own gradebook: what it breaks there is part of the comparison), never at the course's
-    expect = redteam.build(course, inbox, workdir=root, other=others[0] if others else None)
+    host = root / "host"
+    host.mkdir()
+    host.chmod(0o777)
+    (host / "canary.txt").write_text("canary\n")
+    (host / "canary.txt").chmod(0o666)
+    expect = redteam.build(course, inbox, workdir=root, other=others[0] if others else None, host=host)
     # plain nbgrader grades the gradebook attack on its own, last: unconfined, it destroys the databases
     # it finds, and the other cases' plain scores must be read before that
     attack_inbox = root / "inbox-gradebook-attack"
     attack_inbox.mkdir()
     shutil.move(str(inbox / "rt-wrong-gradebook"), str(attack_inbox / "rt-wrong-gradebook"))
     _, plain = _plain(course, inbox, ws_plain)
+    plain_traces = redteam.host_traces(host, remove=True)
+    for leftover in host.iterdir():  # reset what plain nbgrader's unconfined run changed
+        leftover.unlink()
+    (host / "canary.txt").write_text("canary\n")
+    (host / "canary.txt").chmod(0o666)
     try:
         _, plain_attack = _plain(course, attack_inbox, course.workspace(root / "plain-attack"))
         plain.update(plain_attack)
@@ -164,10 +174,13 @@ def red_team() -> int:
             unscored_plain += p is None
             wrong_plain += p is not None and p != want.score
             wrong_ours += o != want.score
-        print(f"{name:<28} {exp:>10} {plain_txt:>7} {ours_txt:>12}  {want.about}")
+        gap = f"  [open: {want.open}]" if want.open else ""
+        print(f"{name[:28]:<28} {exp:>10} {plain_txt:>7} {ours_txt:>12}  {want.about}{gap}")
     scored = sum(w.score is not None for w in expect.values())
     print(f"{len(expect)} cases ({scored} with a score to earn): plain nbgrader wrong in {wrong_plain}, "
           f"no score in {unscored_plain}; ours wrong in {wrong_ours}.  * = flagged with a reason")
+    print(f"host files the attacks wrote, graded by plain nbgrader: {plain_traces or 'none'}")
+    print(f"host files the attacks wrote, graded by ours: {redteam.host_traces(host, remove=True) or 'none'}")
     return 0
 
 

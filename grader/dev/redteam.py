@@ -13,6 +13,8 @@ so a case that loses a point was punished for a harmless extra.
 from __future__ import annotations
 
 import copy
+import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,7 @@ class Expect:
     status: str = "graded"  # graded | flagged | failed
     reason: str = ""  # a piece of the recorded reason
     about: str = ""  # what the case is, for tables
+    open: str = ""  # a known gap: why the grader does not get this case right yet (tested as such)
 
 
 def _insert_after_setup(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
@@ -117,11 +120,13 @@ def _steal(names: list[str]) -> str:
 
 
 def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | None = None,
-          other: Chapter | None = None) -> dict[str, Expect]:
+          other: Chapter | None = None, host: Path | None = None) -> dict[str, Expect]:
     """Lay out the red-team class under ``inbox`` (one student per case); return the expectations.
 
     The gradebook attack writes to every database under ``workdir`` (and ``workdir`` itself should be a
     scratch folder): graded by plain nbgrader, which runs it unconfined, it really does destroy them.
+    ``host`` (a scratch folder anyone may write, holding ``canary.txt``) is what the escape attacks try
+    to reach and change; see :func:`host_traces` for what must stay unchanged.
     """
     ch = course.chapter(chapter)
     released = samples.released(course, ch)
@@ -254,6 +259,13 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         put("rt-banned-builtin", samples.fill(released, {**correct, ex: variants[ex][v]}),
             about=f"{ex} through a banned built-in ({v})", score=full - points[ex])
 
+    if host is not None:
+        links, gaps = _escapes(course, ch, put, released, good, bad, correct, wrong, points, full, first, last,
+                               variants, inbox, host)
+        expect.update(links)
+        for name, why in gaps.items():
+            expect[name].open = why
+
     # broken input
     text = nbformat.writes(good)
     put("rt-corrupt-json", raw=text.encode()[: len(text) // 3], about="corrupt JSON", status="failed",
@@ -269,6 +281,203 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         put("rt-other-chapter", samples.released(course, other), about=f"the notebook of {other.id}",
             status="failed", reason=f"notebook of {other.id}")
     return expect
+
+
+SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/lock/grader-sandbox")
+
+
+def escape_name(host: Path) -> str:
+    """The file name the escape attacks write under in the host's shared folders (one per red-team class)."""
+    return "rt-escape-" + hashlib.sha256(str(host).encode()).hexdigest()[:12]
+
+
+def host_traces(host: Path, remove: bool = False) -> list[str]:
+    """What an escape would have left on the host: files named :func:`escape_name` in the shared folders,
+    a changed canary, anything new in ``host`` (``remove``: delete the files found in shared folders)."""
+    found = []
+    for folder in SHARED:
+        for p in Path(folder).glob(escape_name(host) + "*") if Path(folder).is_dir() else []:
+            found.append(str(p))
+            if remove:
+                p.unlink(missing_ok=True)
+    if (host / "canary.txt").read_text() != "canary\n":
+        found.append(str(host / "canary.txt"))
+    found += [str(p) for p in host.iterdir() if p.name != "canary.txt"]
+    return found
+
+
+def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full, first, last, variants, inbox,
+             host) -> tuple[dict[str, Expect], dict[str, str]]:
+    """The attacks of issue 13, one class at a time (each beside the correct victim rt-correct-plain);
+    returns the expectations of the cases that ``put`` cannot lay out (links where folders should be) and
+    the known gaps (case: why it is not right yet)."""
+    links: dict[str, Expect] = {}
+    expect_open: dict[str, str] = {}
+    root, slug = str(course.root), ch.slug
+    ESCAPE = escape_name(host)
+    steal = _steal(list(correct))
+    # class 1: the host reached from inside (descriptors, paths, /proc, shared folders)
+    fd_escape = (
+        "import os, sys, importlib\n"
+        "_reference = None\n"
+        f"_targets = [{root!r} + '/solutions', {root!r}]\n"
+        "for fd in range(3, 1024):\n"
+        "    for up in ('', '/..', '/../..', '/../../..', '/../../../..'):\n"
+        "        base = f'/proc/self/fd/{fd}' + up\n"
+        "        for rel in ('', 'solutions', '../solutions'):\n"
+        "            try:\n"
+        "                if os.path.isfile(os.path.join(base, rel, '" + slug + ".py')):\n"
+        "                    sys.path.insert(0, os.path.dirname(os.path.join(base, rel)))\n"
+        "            except Exception:\n"
+        "                pass\n"
+        "    try:\n"
+        "        os.fchdir(fd)\n"
+        "        for _ in range(6):\n"
+        "            os.chdir('..')\n"
+        "            if os.path.isdir('solutions'):\n"
+        "                sys.path.insert(0, os.getcwd())\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "sys.path[:0] = _targets\n"
+        "for p in ('/proc/1/root', '/proc/1/cwd'):\n"
+        f"    sys.path.insert(0, p + {root!r})\n"
+        "try:\n"
+        f"    _reference = importlib.import_module('solutions.{slug}')\n"
+        "except Exception:\n"
+        "    _reference = None\n"
+        "os.chdir(os.path.expanduser('~')) if os.path.isdir(os.path.expanduser('~')) else None\n")
+    put("rt-wrong-fd-escape", _insert_after_setup(samples.fill(released, {ex: wrong[ex] + steal for ex in correct}),
+                                                  fd_escape),
+        about="wrong answers + looks for the answer key through every inherited descriptor, /proc/1/root, "
+              "the course's path", score=0)
+    writes = (
+        "import os, glob, socket\n"
+        f"_paths = [{str(host / 'canary.txt')!r}, {str(host / ESCAPE)!r}, '/tmp/{ESCAPE}', '/var/tmp/{ESCAPE}',\n"
+        f"          '/dev/shm/{ESCAPE}', '/run/lock/{ESCAPE}', '/run/lock/grader-sandbox/{ESCAPE}']\n"
+        "for fd in range(3, 1024):\n"
+        f"    _paths += [f'/proc/self/fd/{{fd}}/{ESCAPE}', f'/proc/self/fd/{{fd}}/../{ESCAPE}']\n"
+        "for path in _paths:\n"
+        "    try:\n"
+        "        with open(path, 'w') as fh:\n"
+        "            fh.write('escaped')\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "for path in glob.glob('/run/**/*.sock', recursive=True) + glob.glob('/tmp/**/.s.PGSQL*', recursive=True):\n"
+        "    try:\n"
+        "        s = socket.socket(socket.AF_UNIX); s.connect(path); s.close()\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "os.chdir(os.path.expanduser('~'))\n")
+    put("rt-correct-host-writes", _insert_after_setup(good, writes),
+        about="correct answers + writes to the host's /tmp, /var/tmp, /dev/shm, /run/lock, a canary, sockets",
+        score=full)
+    # class 2: results forged by the process that ran the student's code
+    forge = (
+        "import os, sys, json, struct\n"
+        "def _frame(h):\n"
+        "    d = json.dumps({**h, 'blobs': []}).encode()\n"
+        "    return struct.pack('>I', len(d)) + d\n"
+        "for i in range(64):\n"
+        "    try:\n"
+        "        os.write(3, _frame({'t': 'cell', 'index': i, 'ok': True, 'output': '', 'error': '',\n"
+        "                            'outcomes': []}))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "_h = sys.modules.get('grader.grading.harness')\n"
+        "if _h is not None:\n"
+        "    _h._run_cell = lambda shell, source: (True, '', '')\n")
+    put("rt-wrong-forged-frames", _insert_after_setup(bad, forge),
+        about="wrong answers + forged result frames on the pipe, visible tests reported as passed", score=0,
+        status="flagged", reason="results stream is malformed")
+    flood = ("import os\nblock = b'\\0' * (1 << 20)\nfor _ in range(300):\n"
+             "    try:\n        os.write(3, block)\n    except OSError:\n        break\n")
+    put("rt-correct-results-flood", _append(good, flood), about="correct answers + 300 MiB written to the results pipe",
+        score=full, status="flagged", reason="MiB of results")
+    # class 3: untrusted trees (links, FIFOs), identifiers, metadata
+    victim = inbox / "rt-correct-plain" / ch.id / ch.notebook.name
+    for name, target in (("rt-link-classmate", victim), ("rt-link-root-file", Path("/etc/shadow"))):
+        folder = inbox / name / ch.id
+        folder.mkdir(parents=True)
+        (folder / ch.notebook.name).symlink_to(target)
+        put(name, about=f"the notebook is a symbolic link to {target}", status="failed", reason="not a regular file")
+    (inbox / "rt-link-student").symlink_to(inbox / "rt-correct-plain")
+    links["rt-link-student"] = Expect(None, "failed", "link", "the student folder is a link to a classmate's")
+    folder = inbox / "rt-link-chapter"
+    folder.mkdir()
+    (folder / ch.id).symlink_to(inbox / "rt-correct-plain" / ch.id)
+    links["rt-link-chapter"] = Expect(None, "failed", "link", "the chapter folder is a link to a classmate's")
+    fifo = inbox / "rt-fifo" / ch.id
+    fifo.mkdir(parents=True)
+    os.mkfifo(fifo / ch.notebook.name)
+    put("rt-fifo", about="the notebook is a FIFO (a naive reader hangs)", status="failed", reason="not a regular file")
+    stamp = samples.hand_in(inbox, "rt-timestamp-link", ch, good).parent / "timestamp.txt"
+    stamp.symlink_to("/etc/shadow")
+    put("rt-timestamp-link", good, about="correct answers + timestamp.txt linked to /etc/shadow", score=full)
+    put("rt-" + "x" * 250, good, about="correct answers under a 253-character student id", score=full)
+    listy = copy.deepcopy(good)
+    for cell in _test_cells(listy)[:1]:
+        cell.metadata["nbgrader"]["grade_id"] = ["test_" + first]
+    for cell in listy.cells:
+        if cell.cell_type == "code" and nbgrader_meta(cell).get("solution"):
+            cell.metadata["nbgrader"]["points"] = "lots"
+            break
+    put("rt-correct-bad-metadata", listy, about="correct answers + a list-valued grade_id, string points",
+        score=full, reason="malformed nbgrader metadata")
+    # class 4: one bad return value, one bad number
+    for name, body, about in (
+            ("huge-int", "return 10 ** 400", "returns 10**400 (beyond float range)"),
+            ("huge-str", "return 'x' * 50_000_000", "returns a 50 MB string"),
+            ("huge-list", "return list(range(3_000_000))", "returns a list of 3 million ints"),
+            ("system-exit", "raise SystemExit(0)", "raises SystemExit when called"),
+            ("bad-exception", "class E(Exception):\n        def __str__(self):\n            raise SystemExit(1)\n"
+                              "    raise E()", "raises an exception whose __str__ raises SystemExit")):
+        liar = f"\n_real_{first} = {first}\ndef {first}(*args, **kwargs):\n    {body}\n"
+        code = {**correct, first: correct[first] + liar}
+        put(f"rt-correct-{name}", samples.fill(released, code), about=f"correct answers, but {first} {about}",
+            score=full - points[first])
+    # class 5: the sandbox's word on its own visible tests is feedback, not points
+    sabotage = ("import torch, numpy\n"
+                "torch.allclose = lambda *a, **k: False\ntorch.equal = lambda *a, **k: False\n"
+                "numpy.allclose = lambda *a, **k: False\n")
+    put("rt-correct-visible-sabotaged", _insert_after_setup(good, sabotage),
+        about="correct answers + allclose patched to fail every visible assert", score=full)
+    # class 6: banned operators by family and on other threads
+    if "softmax" in variants:
+        fam = {**correct, "softmax": ("import torch\n\ndef softmax(x, dim=-1):\n"
+                                      "    return torch.log_softmax(x, dim=dim).exp()\n")}
+        put("rt-banned-log-softmax", samples.fill(released, fam), about="softmax as exp(log_softmax): a banned family",
+            score=full - points["softmax"])
+        # known gaps: the ban is recorded inside the student's process, on the calling thread
+        threaded = {**correct, "softmax": (
+            "import threading, torch\n\ndef softmax(x, dim=-1):\n    box = []\n"
+            "    t = threading.Thread(target=lambda: box.append(torch.softmax(x, dim=dim)))\n"
+            "    t.start()\n    t.join()\n    return box[0]\n")}
+        gap = "banned calls are recorded in the student's process (a mode per thread, a kernel per operator)"
+        put("rt-banned-thread", samples.fill(released, threaded), about="torch.softmax called on another thread",
+            score=full - points["softmax"])
+        inference = {**correct, "softmax": threaded["softmax"].replace(
+            "box.append(torch.softmax(x, dim=dim))", "box.append(_inf(x, dim))").replace(
+            "def softmax(", "def _inf(x, dim):\n    with torch.inference_mode():\n"
+                            "        return torch.softmax(x.clone(), dim=dim).clone()\n\n\ndef softmax(")}
+        put("rt-banned-thread-inference", samples.fill(released, inference),
+            about="torch.softmax on another thread under torch.inference_mode", score=full - points["softmax"])
+        expect_open["rt-banned-thread-inference"] = gap
+        tampered = ("import contextlib, sys\n"
+                    "sys.modules['grader.' + 'checks']._recording_banned = lambda *a, **k: contextlib.nullcontext()\n")
+        uses = samples.fill(released, {**correct, "softmax": variants["softmax"]["uses_torch_softmax"]})
+        put("rt-banned-recorder-off", _insert_after_setup(uses, tampered),
+            about="torch.softmax with the ban recorder patched out from sys.modules", score=full - points["softmax"])
+        expect_open["rt-banned-recorder-off"] = gap
+    # class 7: a CPU hog beside the others (processes and threads), stopped by the time limit
+    hog = ("\nimport os, threading\n"
+           "def _spin():\n    while True:\n        pass\n"
+           "for _ in range(8):\n    threading.Thread(target=_spin, daemon=True).start()\n"
+           "for _ in range(4):\n    if os.fork() == 0:\n        _spin()\n"
+           "_spin()\n")
+    put("rt-correct-cpu-hog", samples.fill(released, {**correct, last: correct[last] + hog}),
+        about=f"correct answers + 12 busy processes and threads in the last exercise ({last})",
+        score=full - points[last], status="flagged", reason="longer than")
+    return links, expect_open
 
 
 def chapter_points(course: Course, chapter: str = "qkv") -> float:

@@ -18,6 +18,7 @@ import os
 import queue
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -32,7 +33,7 @@ from ..course import Chapter, Course, UsageError, Workspace
 from ..plan import plan
 from ..release import ReleaseFailed, release
 from ..submission import Rejected
-from . import runs, verdict
+from . import intake, runs, verdict, wire
 from .intake import accept
 from .sandbox import Limits, Zygote
 
@@ -41,30 +42,62 @@ from .sandbox import Limits, Zygote
 class Job:
     student: str
     chapter: Chapter
-    folder: Path
+    root: Path  # the submissions folder (the instructor's: trusted)
+
+    @property
+    def parts(self) -> tuple[str, str]:
+        return (self.student, self.chapter.id)
+
+    @property
+    def folder(self) -> Path:
+        return self.root.joinpath(*self.parts)
 
 
 def discover(course: Course, submitted: Path, only: list[Chapter] | None) -> tuple[list[Job], list[runs.Run]]:
-    """Find the submissions; folders that cannot be matched to a chapter become failed runs."""
+    """Find the submissions; folders that cannot be matched to a chapter become failed runs. Below
+    ``submitted`` nothing is resolved through a link: a student or chapter folder that is a link fails."""
     if not submitted.is_dir():
         raise UsageError(f"no such folder: {submitted}")
     chapters = {ch.id: ch for ch in course.chapters()}
     wanted = {ch.id for ch in only} if only else set(chapters)
     jobs, problems = [], []
-    for student_dir in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        student = student_dir.name
-        entries = [p for p in student_dir.iterdir() if not p.name.startswith(".")]
+    top = os.open(submitted, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        students = intake.entries(top)
+    finally:
+        os.close(top)
+    for student, kind in sorted(students.items()):
+        if student.startswith("."):
+            continue
+        if kind != "dir":
+            if kind == "other":
+                problems.append(runs.Run(student, "-", "failed", "the submission is a link, not a folder: not graded"))
+            continue
+        try:
+            fd = intake.open_beneath(submitted, [student])
+        except OSError as exc:
+            problems.append(runs.Run(student, "-", "failed", f"the submission folder cannot be read ({exc})"))
+            continue
+        try:
+            found = {n: k for n, k in intake.entries(fd).items() if not n.startswith(".")}
+        finally:
+            os.close(fd)
         seen = set()
-        for entry in sorted(entries):
-            if entry.is_dir() and entry.name in chapters:
-                seen.add(entry.name)
-                if entry.name in wanted:
-                    jobs.append(Job(student, chapters[entry.name], entry))
+        for name, entry_kind in sorted(found.items()):
+            if name in chapters:
+                seen.add(name)
+                if name not in wanted:
+                    continue
+                if entry_kind == "dir":
+                    jobs.append(Job(student, chapters[name], submitted))
+                else:
+                    problems.append(runs.Run(student, name, "failed", f"{name}/ is a link or a file, not a folder: "
+                                                                      "not graded"))
         if only:
             for cid in sorted(wanted - seen):
                 problems.append(runs.Run(student, cid, "failed", f"no {cid}/ folder in the submission"))
         elif not seen:
-            names = ", ".join(sorted(p.name for p in entries)) or "nothing"
+            names = ", ".join(sorted(found)) or "nothing"
             problems.append(runs.Run(student, "-", "failed",
                                      f"no chapter folder in the submission (found: {names})"))
     return jobs, problems
@@ -128,6 +161,9 @@ class _Grading:
         self.course, self.ws, self.kits, self.limits = course, ws, kits, limits
         self.source_ids = {ch.id: grade_ids(nbformat.read(ch.notebook, as_version=4)) for ch in course.chapters()}
         self.db_lock = threading.Lock()
+        self.jobs = ws.path("sandbox", "jobs")
+        self.jobs.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.jobs, 0o700)
 
     def grade(self, zygote: Zygote, job: Job) -> runs.Run:
         start = time.perf_counter()
@@ -140,40 +176,65 @@ class _Grading:
     def _attempt(self, zygote: Zygote, job: Job) -> runs.Run:
         ws, ch = self.ws, job.chapter
         try:
-            accepted = accept(self.course, ch, job.folder, self.source_ids)
+            accepted = accept(self.course, ch, job.root, job.parts, self.source_ids)
         except Rejected as exc:
             return runs.Run(job.student, ch.id, "failed", str(exc))
-        dest_dir = ws.path("submitted", job.student, ch.id)
-        if job.folder.resolve() != dest_dir.resolve():
-            shutil.rmtree(dest_dir, ignore_errors=True)
-            dest_dir.mkdir(parents=True)
-            stamp = job.folder / "timestamp.txt"
-            if stamp.is_file():
-                shutil.copy(stamp, dest_dir / "timestamp.txt")
-        nbformat.write(accepted.notebook, dest_dir / ch.notebook.name)
+        self._keep_submitted(job, accepted)
         kit = self.kits[ch.id]
         the_plan = plan(kit, accepted.notebook)
-        folder = ws.path("sandbox", "jobs", f"{job.student}--{ch.id}")
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        (folder / "plan.json").write_text(json.dumps({"cells": the_plan.cells}))
-        finished = zygote.run(folder, self.limits)
-        if finished.status == "finished" and not (folder / "results" / "done.json").is_file():
+        # the job's folder: private to root, named at random (never after a student or a chapter)
+        folder = Path(tempfile.mkdtemp(prefix="job-", dir=self.jobs))
+        try:
+            (folder / "plan.json").write_text(json.dumps({"cells": the_plan.cells}))
+            cases = [check["cases"] for cell in the_plan.cells for check in cell.get("checks", [])]
+            finished = zygote.run(folder, self.limits, cases)
+            results = wire.read_stream(folder / "results.stream", len(the_plan.cells))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if finished.status == "finished" and not results.done:
             finished.status = "died"
-            finished.detail = "the notebook ended its own process before the end (os._exit?)"
+            finished.detail = results.problem or "the notebook ended its own process before the end (os._exit?)"
+        if finished.results_over:
+            finished.status = "died"
+            finished.detail = (f"the notebook sent more than {wire.MAX_STREAM_BYTES // 2**20} MiB of results; "
+                               "the rest was dropped")
+        if results.crash and finished.status == "died":
+            finished.detail += f" ({results.crash.strip().splitlines()[-1][:200]})"
         stopped = "" if finished.status == "finished" else finished.detail
-        verdicts = verdict.decide(kit, the_plan, folder / "results", stopped)
-        notebook = verdict.autograded_notebook(kit, accepted.notebook, the_plan, folder / "results", verdicts)
+        verdicts = verdict.decide(kit, the_plan, results, stopped)
+        notebook = verdict.autograded_notebook(kit, accepted.notebook, the_plan, results, verdicts)
         with self.db_lock:
             _forget(ws, job.student, ch.id)
             verdict.record(ws, kit, job.student, verdicts, notebook)
-        shutil.rmtree(folder, ignore_errors=True)
         notes = list(accepted.notes)
         if the_plan.restored:
             notes.append(f"test cells restored from the original: {', '.join(the_plan.restored)}")
         if finished.status != "finished":
             return runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
         return runs.Run(job.student, ch.id, "graded", "; ".join(notes))
+
+    def _keep_submitted(self, job: Job, accepted) -> None:
+        """Copy the accepted notebook (and timestamp) into nbgrader's ``submitted`` folder. Every folder
+        below the workspace is opened without following links, files are replaced by rename, so a
+        submission graded in place (SUBMITTED_DIR is the workspace's own) cannot redirect the write."""
+        ws, ch = self.ws, job.chapter
+        in_place = job.root.resolve() == ws.path("submitted").resolve()
+        if not in_place:
+            shutil.rmtree(ws.path("submitted", job.student, ch.id), ignore_errors=True)
+        fd = intake.open_beneath(ws.folder, ["submitted", job.student, ch.id], create=True)
+        try:
+            files = {ch.notebook.name: nbformat.writes(accepted.notebook).encode()}
+            if accepted.timestamp is not None and not in_place:
+                files["timestamp.txt"] = accepted.timestamp
+            for name, data in files.items():
+                tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                              dir_fd=fd)
+                with os.fdopen(out, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            os.close(fd)
 
 
 def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None = None,
@@ -191,7 +252,7 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
             log(f"  {run.student:<16} {run.chapter:<16} would fail: {run.reason}")
         for job in found:
             try:
-                accepted = accept(course, job.chapter, job.folder, source_ids)
+                accepted = accept(course, job.chapter, job.root, job.parts, source_ids)
                 log(f"  {job.student:<16} {job.chapter.id:<16} would be graded {'; '.join(accepted.notes)}")
             except Rejected as exc:
                 log(f"  {job.student:<16} {job.chapter.id:<16} would fail: {exc}")

@@ -4,12 +4,17 @@ The grader hands over a *plan*: the notebook's code cells in order (the student'
 graded test cell replaced by the instructor's visible part), and for each test cell the check cases to
 evaluate right after it. This module runs the cells in an IPython shell (so magics and ``display`` work
 as in a kernel) and, after each test cell, calls the student's objects on the cases and writes what
-they returned as plain data (:mod:`grader.grading.wire`) into the results folder. It never sees a reference
+they returned as plain data (:mod:`grader.grading.wire`) as one frame per cell on the results pipe (the
+only descriptor it has besides the standard ones, pointing at /dev/null). It never sees a reference
 output or a hidden test's source, and it decides nothing: the grader judges the results afterwards, in
-a process where no student code ran.
+a process where no student code ran. Everything it sends shares the student's process, so the grader
+takes none of it as evidence for points: returned values are judged against the reference, and what it
+says about the visible asserts is feedback.
 
-Each result is written as soon as it exists, so a notebook that later crashes, loops or exhausts its
-memory keeps the results of the test cells it had reached.
+Each frame is sent as soon as it exists, so a notebook that later crashes, loops or exhausts its
+memory keeps the results of the test cells it had reached. Converting and encoding are guarded case by
+case (``BaseException`` included) and bounded (:data:`wire.MAX_CASE_BYTES`, :data:`wire.MAX_CELL_BYTES`):
+one bad return value costs that case, never the cells after it.
 """
 
 from __future__ import annotations
@@ -86,7 +91,12 @@ def _shell():
         def enable_matplotlib(self, gui=None):
             return None, None
 
-    shell = GradingShell.instance(colors="NoColor")
+    from traitlets.config import Config
+
+    # no history database: the zygote must not hold a file open (root's history.sqlite) that a
+    # sandbox could inherit, nor write one
+    config = Config({"HistoryManager": {"enabled": False, "hist_file": ":memory:"}})
+    shell = GradingShell.instance(colors="NoColor", config=config)
     shell.display_pub.publish = _publish(shell)
     _SHELL = shell
     return shell
@@ -113,15 +123,45 @@ def _run_cell(shell, source: str) -> tuple[bool, str, str]:
         error = exc
     finally:
         sys.stdout, sys.stderr = saved
-    line = "" if error is None else f"{type(error).__name__}: {str(error)[:2000]}"
+    line = "" if error is None else f"{checks._name(type(error))}: {checks._message(error, 2000)}"
     return error is None, out.text(), line
 
 
-def _write_json(results: int, name: str, obj: Any) -> None:
-    data = json.dumps(obj).encode()
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=results)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _encode_cell(outcomes: list[list[checks.Outcome]]) -> tuple[Any, list[bytes]]:
+    """The cell's outcomes as a document and blobs; a case whose outcome cannot be encoded, or is over
+    its bound (or the cell's), is replaced by an error outcome saying so."""
+    writer = wire.Writer()
+    doc = []
+    for per_check in outcomes:
+        encoded = []
+        for outcome in per_check:
+            mark = len(writer.blobs)
+            try:
+                item = writer.encode(outcome)
+                size = sum(len(b) for b in writer.blobs[mark:]) + len(json.dumps(item))
+                if size > wire.MAX_CASE_BYTES:
+                    raise _TooLarge(f"returned {size:,} bytes of results (limit {wire.MAX_CASE_BYTES:,})")
+                if writer.nbytes > wire.MAX_CELL_BYTES - (1 << 20):
+                    raise _TooLarge(f"this test's results exceed {wire.MAX_CELL_BYTES:,} bytes")
+            except BaseException as exc:  # noqa: BLE001 -- costs this case only
+                del writer.blobs[mark:]
+                reason = (str(exc) if isinstance(exc, _TooLarge)
+                          else f"returned something that cannot be sent ({type(exc).__name__})")
+                item = writer.encode(checks.Outcome(error=f"TypeError: {reason[:500]}",
+                                                    error_types=("TypeError", "Exception", "BaseException")))
+            encoded.append(item)
+        doc.append(encoded)
+    return doc, writer.blobs
+
+
+class _TooLarge(Exception):
+    pass
 
 
 def _evaluate(shell, check: PlannedCheck) -> list[checks.Outcome]:
@@ -143,20 +183,27 @@ def warm() -> None:
 
 
 def run(plan: list[PlannedCell], results: int) -> None:
-    """Run the plan; ``results`` is a directory file descriptor for the results."""
+    """Run the plan; ``results`` is the write end of the results pipe."""
     shell = _shell()
     for index, cell in enumerate(plan):
         ok, output, error = _run_cell(shell, cell.source)
-        record = {"index": index, "ok": ok, "output": output, "error": error}
+        header = {"t": "cell", "index": index, "ok": ok, "output": output, "error": error, "outcomes": None}
+        blobs: list[bytes] = []
         if cell.kind == "test":
-            outcomes = [_evaluate(shell, check) for check in cell.checks]
-            tmp = f".tmp-{index}"
-            os.mkdir(tmp, 0o700, dir_fd=results)
-            sub = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY, dir_fd=results)
-            try:
-                wire.write_at(sub, outcomes)
-            finally:
-                os.close(sub)
-            os.rename(tmp, f"cell-{index}", src_dir_fd=results, dst_dir_fd=results)
-        _write_json(results, f"cell-{index}.json", record)
-    _write_json(results, "done.json", {"cells": len(plan)})
+            outcomes = []
+            for check in cell.checks:
+                try:
+                    outcomes.append(_evaluate(shell, check))
+                except BaseException as exc:  # noqa: BLE001 -- the check's cases all fail, the cell goes on
+                    message = checks._message(exc)
+                    outcomes.append([checks.Outcome(error=f"{type(exc).__name__}: {message}",
+                                                    error_types=(type(exc).__name__, "Exception"))]
+                                    * len(check.cases))
+            header["outcomes"], blobs = _encode_cell(outcomes)
+        try:
+            data = wire.frame(header, blobs)
+        except BaseException:  # noqa: BLE001 -- say so rather than stop: the later cells still count
+            data = wire.frame({**header, "outcomes": None, "output": "",
+                               "error": "the results of this cell could not be sent"})
+        _send(results, data)
+    _send(results, wire.frame({"t": "done", "cells": len(plan)}))

@@ -2,27 +2,36 @@
 
 A *zygote* is a long-lived trusted process (``python -m grader.grading.sandbox``) that imports torch, numpy,
 IPython and the harness once (about 2 s), then serves jobs one at a time from its stdin: for each it
-forks a child that walls itself in and runs :mod:`grader.grading.harness` on the job's plan. A submission thus
-costs a ``fork`` instead of a kernel start and ``import torch``.
+forks a *leader* that walls itself in and forks the process that runs :mod:`grader.grading.harness` on the
+job's plan. A submission thus costs a ``fork`` instead of a kernel start and ``import torch``. The zygote
+never holds a student's code or answers in its memory (the plan is read after the fork, the results are
+moved pipe to file by ``splice``), so nothing of one submission can be found in the next one's memory.
 
-The child, before any student code runs:
+The notebook's process, before any student code runs:
 
 * leaves the zygote's session and stdio (student output never reaches the protocol pipe);
-* enters new mount, network and PID namespaces (``unshare``): no network at all (only a downed
-  loopback), a fresh ``/tmp``, and the course, the gradebook, the workspace, the other submissions and
-  the hidden tests' cases covered by empty mounts -- only the Python environment stays visible;
-* forks the process that runs the notebook as PID 1 of the new namespace, so that killing it kills every
-  process the notebook started, whatever it did with sessions or signals;
-* sets rlimits (CPU seconds, address space, processes, file size, no core files), drops to an
-  unprivileged user of its own (one uid per worker, so workers cannot touch each other), clears the
+* is PID 1 of new mount, network and PID namespaces (``unshare``): no network at all (only a downed
+  loopback, no abstract Unix sockets of the host), and killing it kills every process it started;
+* gets a root built from an **allow-list** (:func:`_enter_root`) and entered with ``pivot_root``, the host's
+  tree detached: a read-only Python installation and system directories (``/usr``, ``/lib*``, symlinks
+  ``/bin`` ...), a handful of read-only files of ``/etc`` plus a generated ``passwd``, ``/dev`` with
+  null/zero/full/random/urandom only, a private size-capped ``/tmp`` and ``/dev/shm``, its own ``/proc``;
+  any course folder that an allowed directory would show is covered;
+* closes every descriptor except stdin/stdout/stderr (``/dev/null``) and the write end of the results
+  pipe (fd 3), and checks that nothing else is open (:func:`_close_fds`), or refuses to run;
+* sets rlimits (CPU seconds, address space, processes, file size, no core files), ``no_new_privs``, drops
+  to an unprivileged user of its own (one uid per worker, so workers cannot touch each other), clears the
   environment (no grading-mode signal: the variables are those of a plain kernel), and changes into an
   empty working folder.
 
-The zygote enforces the wall-clock limit of the whole notebook and kills the namespace on expiry.
+The results come back only over the pipe (:mod:`grader.grading.wire` frames); the zygote copies them into a
+file of the job's private folder, stopping at ``wire.MAX_STREAM_BYTES``, and enforces the wall-clock limit
+of the whole notebook, killing the namespace on expiry.
 
 Where namespaces are not available (not root, or a container that forbids ``unshare``), the child runs
-with rlimits, its own session and, as root, an unprivileged uid only; :func:`probe` says so and
-``grader autograde`` prints the weaker isolation once at the start of a run.
+with rlimits, its own session, the same descriptor hygiene and results pipe, and, as root, an
+unprivileged uid only; :func:`probe` says so and ``grader autograde`` prints the weaker isolation once at
+the start of a run.
 """
 
 from __future__ import annotations
@@ -31,9 +40,13 @@ import ctypes
 import importlib
 import json
 import os
+import platform
+import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,10 +54,21 @@ from pathlib import Path
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+MNT_DETACH = 2
+PR_SET_NO_NEW_PRIVS = 38
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}.get(platform.machine())
 
+RESULTS_FD = 3  # the results pipe's write end, inside the sandbox
 BASE_UID, LAST_UID = 61000, 64999  # sandbox users: one uid per live zygote on this machine
+LOCK_FOLDER = Path("/run/lock/grader-sandbox")  # root-only: the uid locks
+
+#: What of the host the sandbox sees, read-only: these system folders (or their symlinks) and files of
+#: /etc, on top of the Python installation itself.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "nsswitch.conf", "host.conf", "mime.types")
+DEVICES = ("null", "zero", "full", "random", "urandom")
 
 #: Imported once by the zygote, so that no notebook pays for them (and a notebook's imports cannot be
 #: shadowed by files: the sandbox's working folder holds nothing but what the notebook writes).
@@ -61,6 +85,8 @@ class Limits:
     processes: int = 64
     file_size: int = 64 << 20
     threads: int = 1  # torch intra-op threads
+    tmp_size: int = 256 << 20  # the private /tmp (tmpfs: counted in memory, never on the host's disk)
+    shm_size: int = 64 << 20  # the private /dev/shm
 
 
 @dataclass
@@ -69,6 +95,7 @@ class Finished:
     detail: str
     seconds: float
     isolation: str
+    results_over: bool = False  # the notebook sent more than wire.MAX_STREAM_BYTES; the rest was dropped
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -91,8 +118,11 @@ class Zygote:
         info = json.loads(hello)
         self.isolation = info["isolation"]
 
-    def run(self, job: Path, limits: Limits) -> Finished:
-        self.proc.stdin.write(json.dumps({"job": str(job), "limits": asdict(limits)}) + "\n")
+    def run(self, job: Path, limits: Limits, cases: list[str] = ()) -> Finished:
+        """Run the job in ``job`` (a folder only root can read: its ``plan.json``); the results stream
+        lands in ``job/results.stream``. ``cases`` are the case folders the plan refers to."""
+        request = {"job": str(job), "limits": asdict(limits), "cases": sorted(set(cases))}
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
@@ -112,19 +142,39 @@ class Zygote:
             self._lock = None
 
 
+def _private_folder(folder: Path) -> int:
+    """Open ``folder`` (created root-only if missing), refusing a symlink or one that others can write."""
+    try:
+        folder.mkdir(mode=0o700, parents=False)
+    except FileExistsError:
+        pass
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise RuntimeError(f"{folder} is not private to this user; remove it")
+    return fd
+
+
 def _claim_uid() -> tuple[int, int]:
     """A sandbox uid no other live zygote on this machine uses (other grading runs included): the
-    uid's lock file stays locked for as long as this zygote lives."""
+    uid's lock file stays locked for as long as this zygote lives. The locks live in a root-only folder
+    and are opened without following links."""
     import fcntl
 
-    folder = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/tmp")
-    for uid in range(BASE_UID, LAST_UID + 1):
-        fd = os.open(folder / f"grader-sandbox-{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return uid, fd
-        except OSError:
-            os.close(fd)
+    parent = LOCK_FOLDER.parent if LOCK_FOLDER.parent.is_dir() else Path(tempfile.gettempdir())
+    folder = _private_folder(parent / LOCK_FOLDER.name)
+    try:
+        for uid in range(BASE_UID, LAST_UID + 1):
+            fd = os.open(f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=folder)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return uid, fd
+            except OSError:
+                os.close(fd)
+    finally:
+        os.close(folder)
     raise RuntimeError("no free sandbox uid")
 
 
@@ -140,79 +190,250 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
-                       data.encode() if data else None), f"mount {target}")
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(source.encode() if source else None, target.encode(),
+                       fstype.encode() if fstype else None, flags, data.encode() if data else None),
+           f"mount {target}")
 
 
-def _hide(path: Path, keep: list[Path]) -> None:
-    """Cover ``path`` with an empty read-only mount, except the ``keep`` folders inside it."""
-    if not path.exists() or path.is_symlink():
-        return
-    if any(k == path for k in keep):
-        return
-    if any(path in k.parents for k in keep):
-        for child in path.iterdir():
-            _hide(child, keep)
-        return
-    if path.is_dir():
-        _mount("tmpfs", str(path), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
-    else:
-        _mount("/dev/null", str(path), None, MS_BIND)
+def _bind(fd: int, target: str, writable: bool = False) -> None:
+    """Bind what ``fd`` (an O_PATH descriptor) names onto ``target``, read-only, no setuid, no devices."""
+    _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+    if not writable:
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _visible(path: Path, hide: list[Path], keep: list[Path]) -> bool:
-    def under(p: Path, roots: list[Path]) -> bool:
-        return any(p == r or r in p.parents for r in roots)
-
-    return under(path, keep) or not under(path, hide)
+def _inside(path: Path, roots) -> bool:
+    return any(path == r or r in path.parents for r in roots)
 
 
-def _blocked_ancestor(path: Path) -> Path | None:
-    """The highest ancestor of ``path`` that other users cannot traverse (``/root`` for a pyenv Python)."""
-    for ancestor in reversed(path.parents):
-        if ancestor != Path("/") and not ancestor.stat().st_mode & 0o001:
-            return ancestor
-    return None
+def _python_dirs() -> list[Path]:
+    return sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
 
-def _expose(keep: list[Path]) -> None:
-    """Make the Python installation readable by the sandbox user without opening what it lives in:
-    cover the closed ancestor (``/root``) with an empty tmpfs and bind the installation back into it."""
-    for i, path in enumerate(keep):
-        closed = _blocked_ancestor(path)
-        if closed is None or not path.is_dir():
+def _enter_root(limits: Limits, uid: int, hide: list[Path], *, proc: bool = True) -> None:
+    """Build the sandbox's root from the allow-list on a fresh tmpfs and ``pivot_root`` into it; the
+    host's tree is detached. Runs as root in a new mount namespace (and, with ``proc``, as PID 1 of a new
+    PID namespace, which gets its own /proc)."""
+    if SYS_PIVOT_ROOT is None:
+        raise OSError(f"pivot_root: unknown system call number on {platform.machine()}")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    python = _python_dirs()
+    system = [Path(p) for p in SYSTEM if os.path.lexists(p)]
+    system_dirs = [p for p in system if not p.is_symlink() and p.is_dir()]
+    # hold every source open before anything is mounted over it (a Python under /tmp survives the new /tmp)
+    held: dict[str, int] = {}
+
+    def hold(path) -> int:
+        held[str(path)] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        return held[str(path)]
+
+    for p in [*system_dirs, *python]:
+        hold(p)
+    for name in ETC_FILES:
+        if os.path.isfile(f"/etc/{name}"):
+            hold(f"/etc/{name}")
+    for name in DEVICES:
+        hold(f"/dev/{name}")
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0700")
+    root = "/tmp/root"
+    os.mkdir(root, 0o755)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
+    for folder in ("tmp", "dev", "proc", "etc"):
+        os.mkdir(f"{root}/{folder}", 0o755)
+    _mount("tmpfs", f"{root}/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits.tmp_size},mode=1777")
+    _mount("tmpfs", f"{root}/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
+    for name in DEVICES:
+        open(f"{root}/dev/{name}", "w").close()
+        _mount(f"/proc/self/fd/{held['/dev/' + name]}", f"{root}/dev/{name}", None, MS_BIND)
+    os.mkdir(f"{root}/dev/shm", 0o1777)
+    _mount("tmpfs", f"{root}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits.shm_size},mode=1777")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{root}/dev/{name}")
+    for p in system:
+        if p.is_symlink():
+            os.symlink(os.readlink(p), f"{root}{p}")
+        elif p in system_dirs:
+            os.mkdir(f"{root}{p}", 0o755)
+            _bind(held[str(p)], f"{root}{p}")
+    # a course folder (or workspace, or the submissions) that an allowed system folder would show is
+    # covered by an empty read-only tmpfs; a Python installation inside it is bound back below
+    for h in hide:
+        if _inside(h, system_dirs) and os.path.isdir(f"{root}{h}"):
+            _mount("tmpfs", f"{root}{h}", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for p in python:
+        visible = _inside(p, system_dirs) and not any(_inside(p, [h]) for h in hide if _inside(h, system_dirs))
+        if visible:
             continue
-        staging = Path(f"/tmp/.python{i}")
-        staging.mkdir()
-        _mount(str(path), str(staging), None, MS_BIND | MS_REC)
-        if not os.path.ismount(closed) or closed not in _covered:
-            _mount("tmpfs", str(closed), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-            _covered.add(closed)
-        path.mkdir(parents=True, exist_ok=True)
-        for parent in [path, *path.parents]:
-            if parent == closed:
-                break
-            parent.chmod(0o755)
-        _mount(str(staging), str(path), None, MS_BIND | MS_REC)
-        _libc.umount2(str(staging).encode(), 2)  # MNT_DETACH
+        os.makedirs(f"{root}{p}", 0o755, exist_ok=True)
+        _bind(held[str(p)], f"{root}{p}")
+    for h in hide:
+        if _inside(h, system_dirs) and os.path.isdir(f"{root}{h}"):
+            _mount(None, f"{root}{h}", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for name in ETC_FILES:
+        if f"/etc/{name}" in held:
+            open(f"{root}/etc/{name}", "w").close()
+            _bind(held[f"/etc/{name}"], f"{root}/etc/{name}")
+    with open(f"{root}/etc/passwd", "w") as fh:
+        fh.write(f"root:x:0:0:root:/root:/bin/false\nsandbox:x:{uid}:{uid}:sandbox:/tmp/work:/bin/false\n")
+    with open(f"{root}/etc/group", "w") as fh:
+        fh.write(f"root:x:0:\nsandbox:x:{uid}:\n")
+    os.mkdir(f"{root}/tmp/work", 0o700)
+    os.chown(f"{root}/tmp/work", uid, uid)
+    for fd in held.values():
+        os.close(fd)
+    os.chdir(root)
+    _check(_libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the host's root")
+    os.chdir("/")
+    if proc:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
 
 
-_covered: set[Path] = set()
+def _open_fds() -> set[int]:
+    """The descriptors open in this process (the listing's own descriptor is closed by then)."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        found.add(fd)
+    return found
+
+
+def _close_fds(keep: set[int]) -> None:
+    """Close every descriptor not in ``keep``, then check that only ``keep`` is open."""
+    for fd in _open_fds() - keep:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    left = _open_fds()
+    if left != keep:
+        raise RuntimeError(f"descriptors {sorted(left ^ keep)} are open or missing in the sandbox")
 
 
 def probe() -> str:
-    """Which isolation this machine allows, in words (run in a throwaway child)."""
+    """Which isolation this machine allows, in words: a throwaway child tries the namespaces and builds
+    (and enters) the allow-list root."""
     if os.geteuid() != 0:
         return "weak: not running as root, so no namespaces and no separate user (rlimits and a session only)"
     pid = os.fork()
     if pid == 0:
-        code = 0 if _libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID) == 0 else 1
+        code = 1
+        try:
+            os.dup2(os.open(os.devnull, os.O_RDWR), 2)
+            if _libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID) == 0:
+                code = 2
+                _enter_root(Limits(), BASE_UID, [], proc=False)
+                code = 0
+        except BaseException:  # noqa: BLE001 -- the exit code says how far it got
+            pass
         os._exit(code)
     _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) == 0:
-        return "full: mount, network and PID namespaces, an unprivileged uid, rlimits"
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0:
+        return ("full: mount, network and PID namespaces, an allow-list root (pivot_root), "
+                "an unprivileged uid, rlimits")
+    if code == 2:
+        return "weak: the allow-list root could not be built here, so an unprivileged uid and rlimits only"
     return "weak: unshare() is not permitted here (a container?), so an unprivileged uid and rlimits only"
+
+
+class Cgroups:
+    """One cgroup per job, so that one submission cannot take another's CPU, memory or process slots:
+    equal CPU weight, a CPU quota of ``limits.threads`` cores, ``memory`` (page cache and tmpfs pages the
+    job writes included) and ``processes`` as kernel limits. Works on cgroup v1 (one folder per controller,
+    under the zygote's own cgroup) and v2 (one folder under the zygote's cgroup, which must delegate the
+    controllers); :meth:`detect` says which, or why neither."""
+
+    V1 = ("cpu", "memory", "pids")
+    V2 = ("cpu", "memory", "pids")
+
+    def __init__(self, version: str, bases: dict[str, Path]):
+        self.version, self.bases, self.count = version, bases, 0
+
+    @classmethod
+    def detect(cls) -> tuple[Cgroups | None, str]:
+        if os.geteuid() != 0:
+            return None, "not root"
+        mine = {}
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                _, controllers, path = line.split(":", 2)
+                for c in controllers.split(","):
+                    mine[c] = path
+        except OSError as exc:
+            return None, str(exc)
+        v1 = {c: Path("/sys/fs/cgroup", c, mine[c].lstrip("/")) for c in cls.V1 if c in mine}
+        if len(v1) == len(cls.V1) and all((b / "cgroup.procs").exists() for b in v1.values()):
+            probe = cls("v1", v1)
+            try:
+                probe.close(probe.create(Limits()))
+                return probe, "v1: cpu, memory, pids"
+            except OSError as exc:
+                return None, f"cgroup v1 not writable ({exc.strerror})"
+        if "" in mine and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            base = Path("/sys/fs/cgroup", mine[""].lstrip("/"))
+            try:
+                available = (base / "cgroup.controllers").read_text().split()
+                if not set(cls.V2) <= set(available):
+                    missing = ", ".join(sorted(set(cls.V2) - set(available)))
+                    return None, f"cgroup v2 without the {missing} controller(s)"
+                (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in cls.V2))
+                probe = cls("v2", {"": base})
+                probe.close(probe.create(Limits()))
+                return probe, "v2: cpu, memory, pids"
+            except OSError as exc:
+                return None, f"cgroup v2 not delegated here ({exc.strerror})"
+        return None, "no cgroup cpu, memory and pids controllers"
+
+    def create(self, limits: Limits) -> list[Path]:
+        self.count += 1
+        name = f"grader-job-{os.getpid()}-{self.count}"
+        made = []
+        try:
+            for controller, base in self.bases.items():
+                folder = base / name
+                folder.mkdir(mode=0o700)
+                made.append(folder)
+                if self.version == "v1":
+                    values = {"cpu": {"cpu.shares": "1024", "cpu.cfs_period_us": "100000",
+                                      "cpu.cfs_quota_us": str(100000 * max(1, limits.threads))},
+                              "memory": {"memory.limit_in_bytes": str(limits.memory + (512 << 20))},
+                              "pids": {"pids.max": str(limits.processes)}}[controller]
+                else:
+                    values = {"cpu.weight": "100", "cpu.max": f"{100000 * max(1, limits.threads)} 100000",
+                              "memory.max": str(limits.memory + (512 << 20)), "memory.swap.max": "0",
+                              "pids.max": str(limits.processes)}
+                for key, value in values.items():
+                    if (folder / key).exists():
+                        (folder / key).write_text(value)
+        except OSError:
+            self.close(made)
+            raise
+        return made
+
+    @staticmethod
+    def join(folders: list[Path]) -> None:
+        for folder in folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    @staticmethod
+    def close(folders: list[Path]) -> None:
+        for folder in folders:
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
 
 
 def _limit(limits: Limits) -> None:
@@ -229,75 +450,88 @@ def _limit(limits: Limits) -> None:
         resource.setrlimit(name, (value, value))
 
 
-def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, plan, results_fd: int,
-            report_fd: int) -> None:
-    """The forked child: wall itself in, then fork the notebook's process and wait for it."""
+def _load_plan(job: Path, cache: dict):
+    from . import harness
+
+    spec = json.loads((job / "plan.json").read_text())
+    plan = []
+    for cell in spec["cells"]:
+        planned = []
+        for check in cell.get("checks", []):
+            planned.append(harness.PlannedCheck(check["target"], list(check["banned"]), cache[check["cases"]]))
+        plan.append(harness.PlannedCell(cell["kind"], cell["source"], cell.get("grade_id", ""), planned))
+    return plan
+
+
+def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict,
+              results: int, weak_work: str | None) -> None:
+    """The notebook's process (PID 1 of the new namespaces when ``full``): wall in, then run the plan."""
+    plan = _load_plan(job, cache)
+    cache.clear()
+    if results != RESULTS_FD:
+        os.dup2(results, RESULTS_FD)
+        os.close(results)
+    os.set_inheritable(RESULTS_FD, True)  # a subprocess of the student's may write results too: harmless
+    if full:
+        _enter_root(limits, uid, hide)
+        work = "/tmp/work"
+    else:
+        work = weak_work
+    _close_fds({0, 1, 2, RESULTS_FD})
+    _limit(limits)
+    if os.geteuid() == 0:
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    os.chdir(work)
+    os.umask(0o077)
+    sys.argv[:] = ["ipykernel_launcher.py"]
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8",
+                       "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
+    keep = _python_dirs()
+    sys.path[:] = [p for p in sys.path if p and _inside(Path(p).resolve(), keep)]
+    _close_fds({0, 1, 2, RESULTS_FD})  # asserted again just before student code: nothing was opened since
+    import torch
+
+    torch.set_num_threads(max(1, limits.threads))
+    from . import harness
+
+    harness.run(plan, RESULTS_FD)
+
+
+def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict, results: int,
+            report_fd: int, cgroups: list[Path], weak_work: str | None = None) -> None:
+    """The forked child: join the job's cgroups, enter the namespaces, then fork the notebook's process
+    and wait for it."""
+    Cgroups.join(cgroups)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    os.close(devnull)
     os.setsid()
     if full:
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare")
-        _mount("none", "/", None, MS_REC | MS_PRIVATE)
-        keep = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
-        # a Python installation under /tmp (a checkout in /tmp) must survive the fresh /tmp: hold it
-        # open, and bind it back at its own path afterwards
-        held = {k: os.open(k, os.O_PATH) for k in keep if Path("/tmp") in k.parents}
-        for path in hide:
-            _hide(path, keep)
-        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=512m,mode=1777")
-        for path, fd in held.items():
-            path.mkdir(parents=True, exist_ok=True)
-            for parent in [path, *path.parents]:
-                if parent == Path("/tmp"):
-                    break
-                parent.chmod(0o755)
-            _mount(f"/proc/self/fd/{fd}", str(path), None, MS_BIND | MS_REC)
-            os.close(fd)
-        _expose(keep)
-    keep = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
-    work = Path("/tmp/work") if full else job / "work"
-    work.mkdir(mode=0o700, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(work, uid, uid)
     child = os.fork()
     if child == 0:
+        os.close(report_fd)
         try:
-            if full:
-                try:
-                    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-                except OSError:
-                    pass
-            _limit(limits)
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-            os.chdir(work)
-            os.umask(0o077)
-            sys.argv[:] = ["ipykernel_launcher.py"]
-            os.environ.clear()
-            os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8",
-                               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
-            sys.path[:] = [p for p in sys.path if p and _visible(Path(p).resolve(), hide, keep)]
-            import torch
-
-            torch.set_num_threads(max(1, limits.threads))
-            from . import harness
-
-            harness.run(plan, results_fd)
+            _notebook(job, limits, uid, hide, full, cache, results, weak_work)
             code = 0
         except BaseException:  # noqa: BLE001 -- the harness itself failed; the exit code says so
             code = 70
             try:
                 import traceback
 
-                fd = os.open("harness-error.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=results_fd)
-                os.write(fd, traceback.format_exc()[-8000:].encode())
-                os.close(fd)
-            except OSError:
+                from . import wire
+
+                os.write(RESULTS_FD, wire.frame({"t": "crash", "error": traceback.format_exc()[-8000:]}))
+            except BaseException:  # noqa: BLE001
                 pass
         os._exit(code)
+    os.close(results)
+    cache.clear()
     os.write(report_fd, f"{child}\n".encode())
     os.close(report_fd)
     _, status = os.waitpid(child, 0)
@@ -335,45 +569,73 @@ def _sweep(uid: int) -> None:
                 pass
 
 
-def _load_plan(job: Path, cache: dict):
-    from . import harness, wire
+class _Stream:
+    """Moves the results pipe into the job's file, in the kernel (``splice``), up to the cap."""
 
-    spec = json.loads((job / "plan.json").read_text())
-    plan = []
-    for cell in spec["cells"]:
-        planned = []
-        for check in cell.get("checks", []):
-            folder = check["cases"]
-            if folder not in cache:
-                cache[folder] = wire.read(Path(folder))
-            planned.append(harness.PlannedCheck(check["target"], list(check["banned"]), cache[folder]))
-        plan.append(harness.PlannedCell(cell["kind"], cell["source"], cell.get("grade_id", ""), planned))
-    return plan
+    def __init__(self, pipe: int, out: int, cap: int):
+        self.pipe, self.out, self.cap = pipe, out, cap
+        self.written, self.over, self.eof = 0, False, False
+        self.sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+
+    def pump(self, timeout: float) -> None:
+        if self.eof:
+            time.sleep(min(timeout, 0.02))
+            return
+        ready, _, _ = select.select([self.pipe], [], [], max(0.0, timeout))
+        if not ready:
+            return
+        room = self.cap - self.written
+        moved = os.splice(self.pipe, self.out if room > 0 else self.sink, room if 0 < room < 1 << 20 else 1 << 20)
+        if moved == 0:
+            self.eof = True
+        elif room > 0:
+            self.written += moved
+        else:
+            self.over = True
+
+    def drain(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.eof and time.monotonic() < end:
+            self.pump(end - time.monotonic())
+
+    def close(self) -> None:
+        for fd in (self.pipe, self.out, self.sink):
+            os.close(fd)
 
 
-def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation: str, cache: dict) -> dict:
+def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation: str, cache: dict,
+               cgroups: Cgroups | None = None) -> dict:
+    from . import wire
+
     job = Path(request["job"])
     limits = Limits(**request["limits"])
     start = time.monotonic()
-    plan = _load_plan(job, cache)
-    results = job / "results"
-    results.mkdir(mode=0o700, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(results, uid, uid)
-    results_fd = os.open(results, os.O_RDONLY | os.O_DIRECTORY)
+    for folder in request.get("cases", []):
+        if folder not in cache:
+            cache[folder] = wire.read(Path(folder))
+    groups = cgroups.create(limits) if cgroups else []
+    weak_work = None
+    if not full:  # no private /tmp: a fresh folder of the host's, removed afterwards
+        weak_work = tempfile.mkdtemp(prefix="grader-work-")
+        if os.geteuid() == 0:
+            os.chown(weak_work, uid, uid)
     read_end, write_end = os.pipe()
+    report_r, report_w = os.pipe()
     leader = os.fork()
     if leader == 0:
-        os.close(read_end)
         try:
-            _leader(job, limits, uid, hide, full, plan, results_fd, write_end)
+            os.close(read_end)
+            os.close(report_r)
+            _leader(job, limits, uid, hide, full, cache, write_end, report_w, groups, weak_work)
         finally:
             os._exit(71)
     os.close(write_end)
-    os.close(results_fd)
+    os.close(report_w)
+    out = os.open(job / "results.stream", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                  0o600)
+    stream = _Stream(read_end, out, wire.MAX_STREAM_BYTES)
     inner = None
-    with os.fdopen(read_end) as report:
-        os.set_blocking(report.fileno(), True)
+    with os.fdopen(report_r) as report:
         line = report.readline()
         if line.strip().isdigit():
             inner = int(line)
@@ -384,8 +646,12 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
         if done:
             code = os.waitstatus_to_exitcode(wait_status)
             code = 128 - code if code < 0 else code  # the leader itself killed by a signal
+            if not full:
+                _sweep(uid)  # with a PID namespace, the end of its first process ended the rest
+            stream.drain(2.0)
             break
-        if time.monotonic() > deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             for pid in (inner, leader):
                 if pid:
                     try:
@@ -393,11 +659,16 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
                     except ProcessLookupError:
                         pass
             os.waitpid(leader, 0)
+            if not full:
+                _sweep(uid)
+            stream.drain(2.0)  # what the notebook sent before it was stopped counts
             status, code = "timeout", -1
             break
-        time.sleep(0.02)
-    if not full:
-        _sweep(uid)  # with a PID namespace, killing its first process killed the rest
+        stream.pump(min(left, 0.05))
+    stream.close()
+    Cgroups.close(groups)
+    if weak_work is not None:
+        shutil.rmtree(weak_work, ignore_errors=True)
     seconds = time.monotonic() - start
     if status == "timeout":
         detail = f"the notebook ran longer than {limits.wall:.0f} s and was stopped"
@@ -406,7 +677,8 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
         if code == 71:
             detail = "the sandbox could not be set up"
         status = "finished" if code == 0 else "died"
-    return {"status": status, "detail": detail, "seconds": seconds, "isolation": isolation}
+    return {"status": status, "detail": detail, "seconds": seconds, "isolation": isolation,
+            "results_over": stream.over}
 
 
 def serve(uid: int, hide: list[Path]) -> None:
@@ -425,12 +697,14 @@ def serve(uid: int, hide: list[Path]) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 -- an optional library; the notebook will say if it needs it
             pass
-    from . import harness
+    from . import harness, wire  # noqa: F401
 
     harness.warm()
 
     isolation = probe()
     full = isolation.startswith("full")
+    cgroups, how = Cgroups.detect()
+    isolation += f"; one cgroup per job ({how})" if cgroups else f"; no cgroup per job ({how}): jobs share CPU"
     cache: dict = {}
     out = sys.stdout
     out.write(json.dumps({"uid": uid, "isolation": isolation}) + "\n")
@@ -439,7 +713,7 @@ def serve(uid: int, hide: list[Path]) -> None:
         if not line.strip():
             continue
         try:
-            reply = _serve_one(json.loads(line), uid, hide, full, isolation, cache)
+            reply = _serve_one(json.loads(line), uid, hide, full, isolation, cache, cgroups)
         except Exception as exc:  # noqa: BLE001 -- report, keep serving
             reply = {"status": "died", "detail": f"the sandbox failed: {type(exc).__name__}: {exc}",
                      "seconds": 0.0, "isolation": isolation}

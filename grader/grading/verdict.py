@@ -78,57 +78,57 @@ class CellVerdict:
     output: str = ""
 
 
-def _read_json(path: Path, limit: int = 4 << 20) -> dict | None:
-    try:
-        if path.is_symlink() or path.stat().st_size > limit:
-            return None
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
+def decide(kit: Kit, the_plan: Plan, results: wire.Results, stopped: str) -> list[CellVerdict]:
+    """Award each test cell of the chapter from the sandbox's results.
 
-
-def decide(kit: Kit, the_plan: Plan, results: Path, stopped: str) -> list[CellVerdict]:
-    """Award each test cell of the chapter from the sandbox's results."""
+    The points of a test cell depend only on what is judged here: the values the student's objects
+    returned on the grader's cases, compared with the reference outputs (and the banned-call and memory
+    records, which can only cost points). Whether the visible asserts passed is reported by the
+    student's own process, so it is feedback shown with the cell, never a reason to award or withhold
+    points; every visible requirement that should cost points is also a hidden check. A failure of the
+    judge itself costs that cell, never the submission."""
     where = {cell["grade_id"]: i for i, cell in enumerate(the_plan.cells) if cell["kind"] == "test"}
     verdicts = []
     for grade_id, test in kit.tests.items():
-        index = where[grade_id]
-        record = _read_json(results / f"cell-{index}.json")
-        if record is None:
-            why = stopped or "the notebook stopped before it"
+        cell = results.cells.get(where[grade_id])
+        if cell is None:
+            why = stopped or results.problem or "the notebook stopped before it"
             verdicts.append(CellVerdict(grade_id, test.points, 0.0, f"this test did not run: {why}"))
             continue
-        output = str(record.get("output", ""))[:20_000]
-        if record.get("ok") is not True:
-            error = str(record.get("error", "")) or "the test cell failed"
-            verdicts.append(CellVerdict(grade_id, test.points, 0.0, error[:2000], output))
-            continue
         try:
-            outcomes = wire.read(results / f"cell-{index}")
-            if not isinstance(outcomes, list) or len(outcomes) != len(test.checks):
-                raise wire.WireError("wrong number of check results")
-            for prepared, got in zip(test.checks, outcomes):
-                if not isinstance(got, list):
-                    raise wire.WireError("bad check results")
-                got = [wire.outcome_from_wire(o) for o in got]
-                checks.judge(prepared.check, prepared.cases, got, prepared.expected)
-        except checks.CheckFailed as exc:
-            verdicts.append(CellVerdict(grade_id, test.points, 0.0, f"CheckFailed: {exc}", output))
-            continue
-        except (wire.WireError, TypeError, ValueError) as exc:
+            verdicts.append(_judge_cell(test, cell))
+        except Exception as exc:  # noqa: BLE001 -- a judge failure (OverflowError...) costs this cell only
             verdicts.append(CellVerdict(grade_id, test.points, 0.0,
-                                        f"the results of this test could not be read: {exc}", output))
-            continue
-        verdicts.append(CellVerdict(grade_id, test.points, test.points, "", output))
+                                        f"the grader could not judge this test's results: {type(exc).__name__}: "
+                                        f"{str(exc)[:300]}", cell.output))
     return verdicts
+
+
+def _judge_cell(test: TestCell, cell: wire.CellResult) -> CellVerdict:
+    visible = "" if cell.ok else (cell.error or "the test cell failed")
+    try:
+        outcomes = cell.decoded()
+        if not isinstance(outcomes, list) or len(outcomes) != len(test.checks):
+            raise wire.WireError("wrong number of check results")
+        for prepared, got in zip(test.checks, outcomes):
+            if not isinstance(got, list):
+                raise wire.WireError("bad check results")
+            got = [wire.outcome_from_wire(o) for o in got]
+            checks.judge(prepared.check, prepared.cases, got, prepared.expected)
+    except checks.CheckFailed as exc:
+        message = visible or f"CheckFailed: {exc}"
+        return CellVerdict(test.grade_id, test.points, 0.0, message[:2000], cell.output)
+    except (wire.WireError, TypeError, ValueError) as exc:
+        return CellVerdict(test.grade_id, test.points, 0.0,
+                           (visible or f"the results of this test could not be read: {exc}")[:2000], cell.output)
+    return CellVerdict(test.grade_id, test.points, test.points, visible[:2000], cell.output)
 
 
 # ---------------------------------------------------------------------------------------------------
 # recording
 
 
-def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, results: Path,
+def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, results: wire.Results,
                         verdicts: list[CellVerdict]) -> nbformat.NotebookNode:
     """The student's notebook with the instructor's test cells and what grading printed (for feedback)."""
     out = nbformat.v4.new_notebook(metadata=nb.get("metadata", {}))
@@ -146,13 +146,12 @@ def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, res
         new.pop("id", None)
         if new.cell_type == "code":
             new.outputs, new.execution_count = [], None
-            record = _read_json(results / f"cell-{planned_at[index]}.json") if index in planned_at else None
+            record = results.cells.get(planned_at[index]) if index in planned_at else None
             if record:
-                if record.get("output"):
-                    new.outputs.append(nbformat.v4.new_output("stream", name="stdout",
-                                                              text=str(record["output"])[:20_000]))
-                if record.get("error"):
-                    new.outputs.append(_error(str(record["error"])))
+                if record.output:
+                    new.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=record.output))
+                if record.error:
+                    new.outputs.append(_error(record.error))
         out.cells.append(new)
     present = {nbgrader_meta(c).get("grade_id") for c in out.cells}
     for grade_id, test in kit.tests.items():

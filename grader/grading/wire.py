@@ -1,32 +1,51 @@
 """Plain data across the sandbox boundary: JSON plus ``.npy`` arrays, never pickle.
 
-The grader sends a sandbox the inputs of every check (tensors, numbers, dtypes, random generators) and
-reads back what the student's functions returned. Both directions use one format: a JSON document in
-which an array is a reference ``{"$array": n, ...}`` to ``n.npy`` beside it, written and read with
-``allow_pickle=False``. Reading validates everything against limits (file sizes, number of arrays,
-elements, nesting, dtypes), because the files coming back were written by a process that ran student
-code; a malformed or oversized answer becomes an error, never an object the grader trusts.
+The grader sends a sandbox the inputs of every check (tensors, numbers, dtypes, random generators) as a
+folder (``data.json`` plus ``n.npy`` files, written and read only by trusted processes), and gets back what
+the student's functions returned as a *stream of frames* over a pipe: the sandbox never writes a file the
+grader reads. Both use one encoding: a JSON document in which an array is a reference ``{"$array": n,
+...}`` to the ``n``-th ``.npy`` blob, written and read with ``allow_pickle=False``.
+
+A frame is a 4-byte big-endian length, a JSON header (``{"t": "cell" | "done" | "crash", ...,
+"blobs": [sizes]}``) and the blobs it lists. The zygote copies the pipe into a file only it can write,
+stopping at :data:`MAX_STREAM_BYTES`; :func:`read_stream` validates everything against limits (frame and
+blob sizes, number of arrays, elements, nesting, dtypes, integer sizes), because the bytes were produced by
+a process that ran student code: a malformed or oversized answer becomes an error for that cell, never an
+object the grader trusts. The bounds agree from end to end: :func:`grader.checks.to_plain` refuses an
+array over ``checks.MAX_ELEMENTS`` (at most :data:`MAX_CASE_BYTES` as float64), the harness refuses a
+case's outcome over :data:`MAX_CASE_BYTES` and a cell's over :data:`MAX_CELL_BYTES` (the case becomes an
+error outcome, the rest of the cell still counts), and the reader accepts a frame up to
+:data:`MAX_CELL_BYTES` plus its JSON header.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import math
 import os
+import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..checks import Array, Case, Outcome
+from ..checks import MAX_ELEMENTS, MAX_INT_BITS, Array, Case, Outcome
 
-MAX_JSON_BYTES = 8 * 1024 * 1024
-MAX_ARRAYS = 4096
-MAX_TOTAL_ELEMENTS = 64_000_000
+MAX_JSON_BYTES = 8 * 1024 * 1024  # one JSON document (the cases' data.json, a frame's header)
+MAX_ARRAYS = 4096  # arrays in one document
+MAX_TOTAL_ELEMENTS = 64_000_000  # elements in one document
 MAX_DEPTH = 12
+MAX_CASE_BYTES = 24 * 1024 * 1024  # one case's outcome, arrays included (the harness refuses more)
+MAX_CELL_BYTES = 64 * 1024 * 1024  # one test cell's frame, arrays included
+MAX_STREAM_BYTES = 128 * 1024 * 1024  # everything one notebook sends back (the zygote stops there)
 NUMERIC_KINDS = "biufc"
+FRAME_HEADER = struct.Struct(">I")
+
+assert 8 * MAX_ELEMENTS <= MAX_CASE_BYTES <= MAX_CELL_BYTES <= MAX_STREAM_BYTES
 
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
@@ -37,24 +56,25 @@ class WireError(ValueError):
     """Data read back from a sandbox is malformed or over a limit."""
 
 
-def _open_at(dir_fd: int, name: str):
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=dir_fd)
-    return os.fdopen(fd, "wb")
+def _npy(value: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(value).reshape(value.shape), allow_pickle=False)  # keeps 0-d
+    return buf.getvalue()
 
 
-class _Writer:
-    """Writes into a directory given as a file descriptor (inside a sandbox, the results folder's path
-    may not be visible at all: the descriptor was opened before the sandbox closed)."""
+class Writer:
+    """Encodes plain data into a JSON document and a list of ``.npy`` blobs."""
 
-    def __init__(self, dir_fd: int):
-        self.dir_fd, self.count = dir_fd, 0
+    def __init__(self):
+        self.blobs: list[bytes] = []
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self.blobs)
 
     def array(self, value: np.ndarray) -> int:
-        n = self.count
-        self.count += 1
-        with _open_at(self.dir_fd, f"{n}.npy") as fh:
-            np.save(fh, np.ascontiguousarray(value).reshape(value.shape), allow_pickle=False)  # keeps 0-d
-        return n
+        self.blobs.append(_npy(value))
+        return len(self.blobs) - 1
 
     def encode(self, x: Any) -> Any:
         if isinstance(x, Array):
@@ -90,59 +110,64 @@ class _Writer:
         raise TypeError(f"cannot send a {type(x).__name__} across the sandbox boundary")
 
 
-def write_at(dir_fd: int, obj: Any) -> None:
-    """Write ``obj`` as ``data.json`` plus arrays into the directory open as ``dir_fd``."""
-    doc = _Writer(dir_fd).encode(obj)
-    with _open_at(dir_fd, "data.json") as fh:
-        fh.write(json.dumps(doc, allow_nan=False).encode())
-
-
 def write(folder: Path, obj: Any) -> None:
-    """Write ``obj`` as ``folder/data.json`` plus arrays."""
+    """Write ``obj`` as ``folder/data.json`` plus ``n.npy`` arrays (grader to sandbox: the cases)."""
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        write_at(fd, obj)
-    finally:
-        os.close(fd)
+    writer = Writer()
+    doc = writer.encode(obj)
+    for n, blob in enumerate(writer.blobs):
+        (folder / f"{n}.npy").write_bytes(blob)
+    (folder / "data.json").write_bytes(json.dumps(doc, allow_nan=False).encode())
+
+
+def _int(x: int) -> int:
+    if x.bit_length() > MAX_INT_BITS:
+        raise WireError(f"an integer of {x.bit_length()} bits (limit {MAX_INT_BITS})")
+    return x
 
 
 class _Reader:
-    def __init__(self, folder: Path):
-        self.folder, self.elements, self.loaded = folder, 0, set()
+    """Decodes a document; ``blob(n)`` returns the bytes of array ``n``."""
+
+    def __init__(self, blob):
+        self.blob, self.elements, self.loaded = blob, 0, set()
 
     def array(self, ref: Any) -> np.ndarray:
         if type(ref) is not int or not 0 <= ref < MAX_ARRAYS or ref in self.loaded:
             raise WireError(f"bad array reference {ref!r}")
         self.loaded.add(ref)
-        path = self.folder / f"{ref}.npy"
-        if not path.is_file() or path.is_symlink():
+        data = self.blob(ref)
+        if data is None:
             raise WireError(f"array {ref} is missing")
-        with open(path, "rb") as fh:
+        fh = io.BytesIO(data)
+        try:
             version = np.lib.format.read_magic(fh)
-            try:  # the header only, so that the bounds are checked before any data is read
-                header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                          else np.lib.format.read_array_header_2_0)
-                shape, _, dtype = header(fh)
-            except ValueError as exc:
-                raise WireError(f"array {ref} has a bad header ({exc})") from None
-            if dtype.kind not in NUMERIC_KINDS or dtype.hasobject:
-                raise WireError(f"array {ref} has dtype {dtype}")
-            n = math.prod(shape)
-            self.elements += n
-            if self.elements > MAX_TOTAL_ELEMENTS:
-                raise WireError("the results hold too many numbers")
-            expected = n * dtype.itemsize
-            fh.seek(0, 2)
-            if fh.tell() - expected < 0:
-                raise WireError(f"array {ref} is truncated")
-        return np.load(path, allow_pickle=False)
+            # the header only, so that the bounds are checked before any data is read
+            header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                      else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = header(fh)
+        except (ValueError, TypeError, SyntaxError) as exc:
+            raise WireError(f"array {ref} has a bad header ({str(exc)[:200]})") from None
+        if dtype.kind not in NUMERIC_KINDS or dtype.hasobject or dtype.fields is not None or dtype.subdtype:
+            raise WireError(f"array {ref} has dtype {dtype}")
+        n = math.prod(shape)
+        self.elements += n
+        if self.elements > MAX_TOTAL_ELEMENTS:
+            raise WireError("the results hold too many numbers")
+        if len(data) - fh.tell() < n * dtype.itemsize:
+            raise WireError(f"array {ref} is truncated")
+        try:
+            return np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise WireError(f"array {ref} cannot be read ({str(exc)[:200]})") from None
 
     def decode(self, x: Any, depth: int = 0) -> Any:
         if depth > MAX_DEPTH:
             raise WireError("results nested too deeply")
-        if x is None or isinstance(x, (bool, int, float, str)):
+        if x is None or isinstance(x, (bool, float, str)):
             return x
+        if isinstance(x, int):
+            return _int(x)
         if isinstance(x, list):
             return [self.decode(v, depth + 1) for v in x]
         if not isinstance(x, dict) or len(x) == 0:
@@ -154,15 +179,15 @@ class _Reader:
                 raise WireError("bad array description")
             return Array(kind, dtype, self.array(x["$array"]))
         if key == "$tensor":
-            dtype = _DTYPES.get(x.get("dtype"))
+            dtype = _DTYPES.get(x.get("dtype")) if isinstance(x.get("dtype"), str) else None
             if dtype is None:
-                raise WireError(f"unknown tensor dtype {x.get('dtype')!r}")
+                raise WireError(f"unknown tensor dtype {str(x.get('dtype'))[:40]!r}")
             return torch.from_numpy(self.array(x["$tensor"]).copy()).to(dtype)
         if key == "$ndarray":
             return self.array(x["$ndarray"]).copy()
         if key == "$dtype":
-            if x["$dtype"] not in _DTYPES:
-                raise WireError(f"unknown dtype {x['$dtype']!r}")
+            if not isinstance(x["$dtype"], str) or x["$dtype"] not in _DTYPES:
+                raise WireError(f"unknown dtype {str(x['$dtype'])[:40]!r}")
             return _DTYPES[x["$dtype"]]
         if key == "$generator":
             g = torch.Generator()
@@ -196,18 +221,128 @@ def _list(x: Any) -> list:
     return x
 
 
+def _loads(data: bytes) -> Any:
+    if len(data) > MAX_JSON_BYTES:
+        raise WireError("the results document is too large")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=lambda c: (_ for _ in ()).throw(WireError(c)))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        if isinstance(exc, WireError):
+            raise
+        raise WireError(f"the results document is not valid JSON ({str(exc)[:200]})") from None
+
+
+def decode(doc: Any, blobs: list[bytes]) -> Any:
+    """Decode a document whose arrays are ``blobs`` (validating it); raises :class:`WireError`."""
+    return _Reader(lambda n: blobs[n] if n < len(blobs) else None).decode(doc)
+
+
 def read(folder: Path) -> Any:
-    """Read what :func:`write` wrote, validating it; raises :class:`WireError`."""
+    """Read what :func:`write` wrote (the grader's own cases), validating it; raises :class:`WireError`."""
     path = folder / "data.json"
     if not path.is_file() or path.is_symlink():
         raise WireError("no results were written")
     if path.stat().st_size > MAX_JSON_BYTES:
         raise WireError("the results file is too large")
+    doc = _loads(path.read_bytes())
+
+    def blob(n: int) -> bytes | None:
+        p = folder / f"{n}.npy"
+        return p.read_bytes() if p.is_file() and not p.is_symlink() else None
+
+    return _Reader(blob).decode(doc)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the results stream (sandbox to grader)
+
+
+def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
+    """One frame: length, JSON header (with the blobs' sizes), blobs."""
+    header = {**header, "blobs": [len(b) for b in blobs]}
+    data = json.dumps(header, allow_nan=False).encode()
+    return FRAME_HEADER.pack(len(data)) + data + b"".join(blobs)
+
+
+@dataclass
+class CellResult:
+    """What the sandbox sent for one planned cell (all of it student-controlled, validated for shape)."""
+
+    ok: bool
+    output: str
+    error: str
+    outcomes: Any = None  # the undecoded document of a test cell's outcomes (None: none sent)
+    blobs: list[bytes] = field(default_factory=list)
+
+    def decoded(self) -> Any:
+        if self.outcomes is None:
+            raise WireError("no results were sent for this test")
+        return decode(self.outcomes, self.blobs)
+
+
+@dataclass
+class Results:
+    cells: dict[int, CellResult] = field(default_factory=dict)
+    done: bool = False
+    problem: str = ""  # why reading stopped early ("" when the stream was read to its end)
+    crash: str = ""  # the harness's own failure, as it reported it
+
+
+def _text(x: Any, limit: int) -> str:
+    return x[:limit] if isinstance(x, str) else ""
+
+
+def read_stream(path: Path, n_cells: int) -> Results:
+    """Read the results stream the zygote saved at ``path`` (a file only trusted processes wrote).
+
+    Frames are read in order until the end, a malformed frame, or one over a limit; what was read before
+    counts. A cell index outside the plan, or a second frame for the same cell, ends the reading."""
+    results = Results()
     try:
-        doc = json.loads(path.read_text(), parse_constant=lambda c: (_ for _ in ()).throw(WireError(c)))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise WireError(f"the results file is not valid JSON ({exc})") from None
-    return _Reader(folder).decode(doc)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        results.problem = "no results were sent"
+        return results
+    with os.fdopen(fd, "rb") as fh:
+        while True:
+            head = fh.read(FRAME_HEADER.size)
+            if not head:
+                return results
+            try:
+                if len(head) < FRAME_HEADER.size:
+                    raise WireError("a frame is cut short")
+                (size,) = FRAME_HEADER.unpack(head)
+                if size > MAX_JSON_BYTES:
+                    raise WireError("a frame's header is too large")
+                header = _loads(fh.read(size))
+                if not isinstance(header, dict):
+                    raise WireError("a frame's header is not an object")
+                sizes = header.get("blobs", [])
+                if (not isinstance(sizes, list) or len(sizes) > MAX_ARRAYS
+                        or not all(type(s) is int and s >= 0 for s in sizes) or sum(sizes) > MAX_CELL_BYTES):
+                    raise WireError("a frame's arrays are malformed or over the limit")
+                blobs = [fh.read(s) for s in sizes]
+                if any(len(b) != s for b, s in zip(blobs, sizes)):
+                    raise WireError("a frame is cut short")
+                kind = header.get("t")
+                if kind == "done":
+                    results.done = True
+                elif kind == "crash":
+                    results.crash = _text(header.get("error"), 8000)
+                elif kind == "cell":
+                    index = header.get("index")
+                    if type(index) is not int or not 0 <= index < n_cells:
+                        raise WireError(f"a frame for a cell that is not in the plan ({str(index)[:20]})")
+                    if index in results.cells:
+                        raise WireError(f"a second frame for cell {index}")
+                    results.cells[index] = CellResult(header.get("ok") is True, _text(header.get("output"), 20_000),
+                                                      _text(header.get("error"), 2000), header.get("outcomes"),
+                                                      blobs)
+                else:
+                    raise WireError("a frame of unknown type")
+            except WireError as exc:
+                results.problem = f"the results stream is malformed ({exc})"
+                return results
 
 
 def outcome_from_wire(x: Any) -> Outcome:
@@ -216,8 +351,8 @@ def outcome_from_wire(x: Any) -> Outcome:
         raise WireError("expected an outcome")
     if x.error is not None and not isinstance(x.error, str):
         raise WireError("bad error field")
-    x.error_types = tuple(str(v) for v in _seq(x.error_types))
-    x.banned_calls = tuple(str(v) for v in _seq(x.banned_calls))
+    x.error_types = tuple(str(v)[:200] for v in _seq(x.error_types))
+    x.banned_calls = tuple(str(v)[:200] for v in _seq(x.banned_calls))
     for name in ("largest_numel", "python_peak", "peak_live"):
         if type(getattr(x, name)) is not int:
             raise WireError(f"bad {name}")
@@ -227,6 +362,6 @@ def outcome_from_wire(x: Any) -> Outcome:
 
 
 def _seq(v: Any) -> list:
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, (list, tuple)) and len(v) <= 1000:
         return list(v)
     raise WireError("expected a sequence")
