@@ -11,7 +11,8 @@ def split_kv_attention(q, k, v, n_splits):
             continue  # more splits than keys: an empty chunk
         scores = torch.einsum("...qd,...kd->...qk", qd, k[..., lo:hi, :].double())
         lse = torch.logsumexp(scores, dim=-1)
-        partial_out.append(torch.einsum("...qk,...kd->...qd", torch.exp(scores - lse[..., None]), v[..., lo:hi, :].double()))
+        weights = torch.exp(scores - lse[..., None])
+        partial_out.append(torch.einsum("...qk,...kd->...qd", weights, v[..., lo:hi, :].double()))
         partial_lse.append(lse)
     lses = torch.stack(partial_lse)
     w = torch.softmax(lses, dim=0)  # e^(l_s - L)
