@@ -61,6 +61,14 @@ def bottom_right_causal_mask_cases(seed: int) -> list[Case]:
 # decode_step and the bug hunt (cached_attention)
 
 
+def _qkv(g: torch.Generator, batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, dtype: torch.dtype,
+         scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q (..., T_q, d_k) and k (..., T_k, d_k) scaled by ``scale``, and v (..., T_k, d_v), drawn in that order."""
+    q = _randn(g, *batch, T_q, d_k, scale=scale, dtype=dtype)
+    k = _randn(g, *batch, T_k, d_k, scale=scale, dtype=dtype)
+    return q, k, _randn(g, *batch, T_k, d_v, dtype=dtype)
+
+
 def _tag(label: str, dtype: torch.dtype) -> str:
     return label if dtype == torch.float32 else f"{label} ({str(dtype).removeprefix('torch.')})"
 
@@ -210,14 +218,7 @@ def cached_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
     dt = DTYPES[dtype]
 
     def case(batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, label: str, scale: float = 1.0) -> Case:
-        return Case(
-            args=(
-                _randn(g, *batch, T_q, d_k, scale=scale, dtype=dt),
-                _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt),
-                _randn(g, *batch, T_k, d_v, dtype=dt),
-            ),
-            label=_tag(label, dt),
-        )
+        return Case(args=_qkv(g, batch, T_q, T_k, d_k, d_v, dt, scale), label=_tag(label, dt))
 
     cases = [
         case((2, 2), 1, 8, 4, 4, "(B=2, H=2), one new query over a cache of 8 (it sees every key)"),
@@ -353,15 +354,7 @@ def split_kv_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
     def case(
         batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, n: int, label: str, scale: float = 1.0
     ) -> Case:
-        return Case(
-            args=(
-                _randn(g, *batch, T_q, d_k, scale=scale, dtype=dt),
-                _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt),
-                _randn(g, *batch, T_k, d_v, dtype=dt),
-                n,
-            ),
-            label=_tag(label, dt),
-        )
+        return Case(args=(*_qkv(g, batch, T_q, T_k, d_k, d_v, dt, scale), n), label=_tag(label, dt))
 
     cases = [
         case((2, 2), 1, 64, 8, 8, 4, "(B=2, H=2), one query, 64 keys in 4 chunks of 16"),
