@@ -90,36 +90,25 @@ KIT_ROOTS = ("grader/__main__.py", "grader/student/validate.py")
 
 
 def _module_imports(path: Path, package: Path) -> set[Path]:
-    """The files of the ``grader`` package that the module at ``path`` imports at its top level."""
-    tree = ast.parse(path.read_text(), str(path))
-    here = path.parent
+    """The files of the ``grader`` package that the module at ``path`` imports at its top level (the packages
+    those imports run are added by :func:`student_kit`)."""
     found: set[Path] = set()
 
     def add(base: Path, dotted: str) -> None:
         target = base.joinpath(*dotted.split(".")) if dotted else base
-        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
-            if candidate.is_file():
-                found.add(candidate)
-        for folder in (target.parent, *target.parents):  # the packages a submodule import runs
-            if folder == package.parent or not str(folder).startswith(str(package)):
-                break
-            if (folder / "__init__.py").is_file():
-                found.add(folder / "__init__.py")
+        found.update(c for c in (target.with_suffix(".py"), target / "__init__.py") if c.is_file())
 
-    for node in tree.body:  # module level: what importing the module runs
+    for node in ast.parse(path.read_text(), str(path)).body:  # module level: what importing the module runs
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = here
-                for _ in range(node.level - 1):
-                    base = base.parent
+                base = path.parents[node.level - 1]
             elif (node.module or "").split(".")[0] == "grader":
-                base, node_module = package.parent, node.module
+                base = package.parent
             else:
                 continue
-            module = node.module if node.level else node_module
-            add(base, module or "")
+            add(base, node.module or "")
             for alias in node.names:  # ``from . import wire`` imports a module
-                add(base, f"{module}.{alias.name}" if module else alias.name)
+                add(base, f"{node.module}.{alias.name}" if node.module else alias.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "grader":
