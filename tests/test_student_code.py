@@ -20,7 +20,8 @@ import torch
 from grader.cells import exercises, solution_regions, split_hidden
 from grader.checks import parse_checks, run_local
 from grader.course import Course
-from grader.dev.samples import BadVariant, apply_edit, is_correct, parse_edits, reasons, student_code
+from grader.dev.samples import (BadVariant, apply_edit, is_correct, parse_edits, passing_visible, reasons,
+                                student_code)
 
 COURSE = Course.here()
 CHAPTERS = [ch for ch in COURSE.chapters() if student_code(COURSE, ch)]
@@ -104,6 +105,18 @@ def test_wrong_variant_fails_the_hidden_checks(item):
         run_hidden(ch, exercise, define(ch, source))
 
 
+SNEAKY = [v for v in VARIANTS if v[2] in passing_visible(COURSE, v[0]).get(v[1], set())]
+
+
+@pytest.mark.parametrize("item", SNEAKY, ids=ids)
+def test_a_mistake_marked_passes_visible_passes_them_and_fails_the_hidden_checks(item):
+    ch, exercise, _, source = item
+    assert not is_correct(item[2]), "only mistakes carry the marker"
+    run_visible(ch, exercise, define(ch, source))
+    with pytest.raises(AssertionError):
+        run_hidden(ch, exercise, define(ch, source))
+
+
 @pytest.mark.parametrize("item", [v for v in VARIANTS if v[2].startswith("uses_")], ids=ids)
 def test_a_banned_builtin_passes_the_visible_asserts_but_loses_the_points(item):
     ch, exercise, _, source = item
@@ -164,6 +177,7 @@ def test_an_edit_is_the_cell_with_its_hunks_replaced():
     ("## v\n\n```diff\n-a\n+b\n```\n", "needs a reason"),
     ("## v\nWhy.\n\n```diff\n*a\n```\n", "must start with -, + or a space"),
     ("## v\nWhy.\n\n```python\nx = 1\n```\n", "only ```diff blocks"),
+    ("## v\npasses: hidden\nWhy.\n\n```diff\n-a\n+b\n```\n", "only marker is 'passes: visible'"),
 ])
 def test_a_malformed_variant_is_named(text, message):
     with pytest.raises(BadVariant, match=re.escape(message)):

@@ -23,6 +23,9 @@ source a student would put in an exercise's solution cell (a *variant*).
   the ``+`` lines that follow them and lines starting with a space are context (kept); the ``-`` and context
   lines of a hunk must stand exactly once in the cell; a line ``@@`` starts another hunk.
 
+A mistake marked with a line ``passes: visible`` is one the contract is about: it passes every visible test of
+its exercise (the tests prove it) and only the hidden checks catch it.
+
 ``correct`` and ``correct_<how>`` variants are right answers; a ``uses_<builtin>`` variant is a right answer
 through a banned built-in; every other variant is a realistic mistake. The tests grade submissions assembled
 from them (every variant still handed in as a whole cell), and ``python -m grader.dev.samples OUT`` lays out a
@@ -66,7 +69,10 @@ else:
 
 
 def is_correct(variant: str) -> bool:
-    """``correct`` and ``correct_<how>`` variants are right answers; every other variant is a mistake."""
+    """A mistake marked with a line ``passes: visible`` is one the contract is about: it passes every visible test of
+its exercise (the tests prove it) and only the hidden checks catch it.
+
+``correct`` and ``correct_<how>`` variants are right answers; every other variant is a mistake."""
     return variant == "correct" or variant.startswith("correct_")
 
 
@@ -82,6 +88,7 @@ class Edit:
     base: str
     why: str
     hunks: list[tuple[list[str], list[str]]]  # (old lines, new lines)
+    passes_visible: bool = False  # marked ``passes: visible``: only the hidden checks may catch it
 
 
 VARIANT = re.compile(r"^## ([A-Za-z0-9_]+)\s*$")
@@ -104,6 +111,10 @@ def parse_edits(text: str, where: str = "<variants>") -> list[Edit]:
             i += 1
             if line.startswith("from:"):
                 edit.base = line[5:].strip()
+            elif line.startswith("passes:"):
+                if line[7:].strip() != "visible":
+                    raise BadVariant(f"{where}: {edit.name}: the only marker is 'passes: visible'")
+                edit.passes_visible = True
             elif line.strip() == "```diff":
                 old: list[str] = []
                 new: list[str] = []
@@ -183,6 +194,13 @@ def reasons(course: Course, chapter: Chapter) -> dict[str, dict[str, str]]:
     """``{exercise: {variant: why}}`` of the edited variants: what the tests print when one misbehaves."""
     folder = course.root / "tests" / "student_code" / chapter.slug
     return {p.stem: {e.name: e.why for e in parse_edits(p.read_text(), p.name)} for p in sorted(folder.glob("*.md"))}
+
+
+def passing_visible(course: Course, chapter: Chapter) -> dict[str, set[str]]:
+    """``{exercise: {variant}}`` of the mistakes marked ``passes: visible``."""
+    folder = course.root / "tests" / "student_code" / chapter.slug
+    return {p.stem: {e.name for e in parse_edits(p.read_text(), p.name) if e.passes_visible}
+            for p in sorted(folder.glob("*.md"))}
 
 
 def released(course: Course, chapter: Chapter) -> nbformat.NotebookNode:
