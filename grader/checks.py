@@ -119,6 +119,11 @@ class Case:
 
 #: Python-side allocation allowance (bytes) on top of ``8 * max_numel`` for memory-bounded cases.
 PYTHON_ALLOWANCE = 256 * 1024
+#: Growth of the whole process's peak resident memory allowed during a memory-bounded call, on top of
+#: ``8 * max(max_live, 2 * max_numel)`` bytes: lazily loaded code and allocator slack (measured up to 14 MB for
+#: a correct chunked attention after a long test session). It counts what the
+#: per-operator meter cannot see: tensors made on other threads, numpy, an anonymous ``mmap``.
+RSS_ALLOWANCE = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,7 @@ class Outcome:
     largest_op: str = ""
     python_peak: int = 0  # peak Python-side allocation in bytes (memory cases only)
     peak_live: int = 0  # peak elements alive at once in tensors created during the call (memory cases)
+    rss_growth: int = -1  # growth of the process's peak resident memory during the call, bytes (-1: unknown)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -363,8 +369,11 @@ class _GlobalOpBan:
     (gradients are untouched), that notes the call and redispatches to the real kernel; the
     registration is removed afterwards, so the rest of the process runs the operators as before. A
     ``TorchDispatchMode`` only sees the calling thread; this sees a banned softmax run on another thread
-    too. (Not under ``torch.inference_mode``, which skips that key, and not code that re-registers the
-    kernel or patches this module: both are in-process, like the recorders.)"""
+    too. ``torch.inference_mode`` (or a guard excluding that key) skips it, so the CPU kernel of each
+    banned operator is replaced too, for the window only, by one that notes the call and refuses it: the
+    backend kernel is reached on every thread under every mode. (Code that re-registers the kernel or patches
+    this module is in-process like the recorders: the grader reads submissions for such tampering
+    outside the sandbox, :mod:`grader.grading.tamper`.)"""
 
     names: dict[str, list[str]] = {}  # pattern -> operator names
 
@@ -390,6 +399,15 @@ class _GlobalOpBan:
 
         return kernel
 
+    @staticmethod
+    def _refusal(pattern: str, seen: list[str]):
+        def kernel(*args, **kwargs):
+            if pattern not in seen:
+                seen.append(pattern)
+            raise RuntimeError(f"{pattern} must not be called in this exercise")
+
+        return kernel
+
     @classmethod
     @contextlib.contextmanager
     def window(cls, patterns: list[str], seen: list[str]):
@@ -408,6 +426,11 @@ class _GlobalOpBan:
                                              cls._kernel(getattr(packet, overload), pattern, seen),
                                              "ADInplaceOrView", with_keyset=True)
                             except Exception:  # noqa: BLE001 -- takes no kernel there: the mode still sees it
+                                pass
+                            try:  # the backend kernel itself: no mode, guard or thread skips it
+                                library.impl(name if overload == "default" else f"{name}.{overload}",
+                                             cls._refusal(pattern, seen), "CPU")
+                            except Exception:  # noqa: BLE001 -- an operator with no CPU slot
                                 pass
             yield
         finally:
@@ -482,6 +505,30 @@ def _warm_dispatch() -> None:
         _WARMED = True
 
 
+def _status_bytes(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (``VmRSS``, ``VmHWM``), bytes; -1 if unreadable."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def _reset_peak_rss() -> int:
+    """Reset the kernel's peak-resident-memory mark of this process (``/proc/self/clear_refs``: 5) and
+    return the resident memory now, bytes; -1 where the machine offers no such reset (then only the
+    per-operator meter and tracemalloc judge memory). The mark covers every thread and every mapping."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return -1
+    return _status_bytes("VmRSS")
+
+
 @contextlib.contextmanager
 def _measuring_memory(enabled: bool, outcome: Outcome):
     if not enabled:
@@ -490,6 +537,7 @@ def _measuring_memory(enabled: bool, outcome: Outcome):
     import tracemalloc
 
     _warm_dispatch()
+    rss_base = _reset_peak_rss()
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -505,6 +553,9 @@ def _measuring_memory(enabled: bool, outcome: Outcome):
             tracemalloc.stop()
         outcome.largest_numel, outcome.largest_op = meter.largest, meter.largest_op
         outcome.peak_live = meter.peak_live
+        if rss_base >= 0:
+            peak = _status_bytes("VmHWM")
+            outcome.rss_growth = max(0, peak - rss_base) if peak >= 0 else -1
 
 
 def _inputs_plain(args: tuple, kwargs: dict) -> Any:
@@ -727,6 +778,11 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: li
                 raise CheckFailed(f"`{check.target}` allocated {outcome.python_peak:,} bytes outside torch "
                                   f"on {_where(case.label, '')}; the limit is "
                                   f"{8 * case.max_numel + PYTHON_ALLOWANCE:,}: work in blocks")
+            allowed = 8 * max(case.max_live or 0, 2 * case.max_numel) + RSS_ALLOWANCE
+            if outcome.rss_growth > allowed:
+                raise CheckFailed(f"`{check.target}` grew the process's memory by {outcome.rss_growth:,} bytes "
+                                  f"on {_where(case.label, '')}; the limit is {allowed:,} (tensors made on other "
+                                  "threads, numpy arrays and mapped memory count too): work in blocks")
         if case.max_live is not None and case.max_numel is not None and outcome.error is None:
             if outcome.peak_live > case.max_live:
                 raise CheckFailed(f"`{check.target}` kept {outcome.peak_live:,} elements of new tensors alive at "

@@ -16,7 +16,8 @@ its case generators, as ``CONTRACT`` in ``solutions/cases/<slug>.py``::
 A clause maps to a list of references, each the ``label`` of a case of one of the exercise's hidden checks, or
 ``ban:<name>`` for a built-in one of its checks bans, or ``memory`` for a case with a memory bound; or to a
 single string that starts with ``visible only:`` or ``not gradable:`` and gives the reason.
-``python -m grader.dev.contracts [CHAPTER ...]`` prints the tables; ``tests/test_contracts.py`` fails when an
+``python -m grader.dev.contracts [CHAPTER ...]`` prints the tables (``--summary``: one line per chapter with
+its exercises, clauses, hidden cases and student-code variants); ``tests/test_contracts.py`` fails when an
 exercise has no table, a clause no case, or a reference names a case that does not exist.
 """
 
@@ -112,8 +113,39 @@ def render(chapter: Chapter, rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def summary(course: Course, chapter: Chapter) -> dict[str, int]:
+    """Counts for one chapter: exercises, clauses, hidden cases (all, and referenced by the table), student
+    code variants (right answers, mistakes, mistakes that pass the visible tests)."""
+    from .samples import is_correct, passing_visible, student_code
+
+    known = exercise_cases(chapter)
+    rows = table(chapter) if has_table(chapter) else []
+    variants = student_code(course, chapter)
+    sneaky = passing_visible(course, chapter)
+    return {
+        "exercises": len(known), "clauses": sum(bool(r.clause) for r in rows),
+        "uncovered": sum(bool(r.problems) for r in rows),
+        "cases": sum(len(labels) for labels, _, _ in known.values()),
+        "referenced": len({c for r in rows for c in r.cases}),
+        "correct": sum(is_correct(v) for vs in variants.values() for v in vs),
+        "wrong": sum(not is_correct(v) for vs in variants.values() for v in vs),
+        "pass_visible": sum(len(v) for v in sneaky.values()),
+    }
+
+
 def main(argv: list[str]) -> int:
     course = Course.here()
+    if argv[:1] == ["--summary"]:
+        chapters = course.select(argv[1:]) if argv[1:] else course.chapters()
+        keys = ["exercises", "clauses", "uncovered", "cases", "referenced", "correct", "wrong", "pass_visible"]
+        print(f"{'chapter':<22}" + "".join(f"{k:>13}" for k in keys))
+        total = dict.fromkeys(keys, 0)
+        for ch in chapters:
+            row = summary(course, ch)
+            total = {k: total[k] + row[k] for k in keys}
+            print(f"{ch.id:<22}" + "".join(f"{row[k]:>13}" for k in keys))
+        print(f"{'total':<22}" + "".join(f"{total[k]:>13}" for k in keys))
+        return 0
     chapters = course.select(argv) if argv else [ch for ch in course.chapters() if has_table(ch)]
     bad = 0
     for ch in chapters:

@@ -158,7 +158,8 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
     names = list(correct)
     stolen = {ex: wrong[ex] + _steal([ex]) for ex in names}
     put("rt-wrong-read-hidden", _insert_after_setup(samples.fill(released, stolen), _read_hidden(course.root, ch)),
-        about="wrong answers + reads the source, the solutions and hidden tests from disk", score=0)
+        about="wrong answers + reads the source, the solutions and hidden tests from disk", score=0,
+        status="flagged", reason="internals")
     sensing = {ex: correct[ex] + f"\nif _graded:\n    {ex} = None\n" for ex in names}
     put("rt-correct-sense-env", _insert_after_setup(samples.fill(released, sensing), ATTACKS["sense_environment"]),
         about="correct answers that sabotage themselves when the environment says 'grading'", score=full)
@@ -349,7 +350,7 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
     put("rt-wrong-fd-escape", _insert_after_setup(samples.fill(released, {ex: wrong[ex] + steal for ex in correct}),
                                                   fd_escape),
         about="wrong answers + looks for the answer key through every inherited descriptor, /proc/1/root, "
-              "the course's path", score=0)
+              "the course's path", score=0, status="flagged", reason="internals")
     writes = (
         "import os, glob, socket\n"
         f"_paths = [{str(host / 'canary.txt')!r}, {str(host / ESCAPE)!r}, '/tmp/{ESCAPE}', '/var/tmp/{ESCAPE}',\n"
@@ -447,12 +448,11 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
                                       "    return torch.log_softmax(x, dim=dim).exp()\n")}
         put("rt-banned-log-softmax", samples.fill(released, fam), about="softmax as exp(log_softmax): a banned family",
             score=full - points["softmax"])
-        # known gaps: the ban is recorded inside the student's process, on the calling thread
+        # on another thread, and there under inference_mode: the CPU kernel itself refuses
         threaded = {**correct, "softmax": (
             "import threading, torch\n\ndef softmax(x, dim=-1):\n    box = []\n"
             "    t = threading.Thread(target=lambda: box.append(torch.softmax(x, dim=dim)))\n"
             "    t.start()\n    t.join()\n    return box[0]\n")}
-        gap = "banned calls are recorded in the student's process (a mode per thread, a kernel per operator)"
         put("rt-banned-thread", samples.fill(released, threaded), about="torch.softmax called on another thread",
             score=full - points["softmax"])
         inference = {**correct, "softmax": threaded["softmax"].replace(
@@ -461,13 +461,12 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
                             "        return torch.softmax(x.clone(), dim=dim).clone()\n\n\ndef softmax(")}
         put("rt-banned-thread-inference", samples.fill(released, inference),
             about="torch.softmax on another thread under torch.inference_mode", score=full - points["softmax"])
-        expect_open["rt-banned-thread-inference"] = gap
         tampered = ("import contextlib, sys\n"
                     "sys.modules['grader.' + 'checks']._recording_banned = lambda *a, **k: contextlib.nullcontext()\n")
         uses = samples.fill(released, {**correct, "softmax": variants["softmax"]["uses_torch_softmax"]})
         put("rt-banned-recorder-off", _insert_after_setup(uses, tampered),
-            about="torch.softmax with the ban recorder patched out from sys.modules", score=full - points["softmax"])
-        expect_open["rt-banned-recorder-off"] = gap
+            about="torch.softmax with the ban recorder patched out from sys.modules", status="flagged",
+            reason="internals")
     # class 7: a CPU hog beside the others (processes and threads), stopped by the time limit
     hog = ("\nimport os, threading\n"
            "def _spin():\n    while True:\n        pass\n"

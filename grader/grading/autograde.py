@@ -33,7 +33,7 @@ from ..course import Chapter, Course, UsageError, Workspace
 from ..plan import plan
 from ..release import ReleaseFailed, release
 from ..submission import Rejected
-from . import intake, runs, verdict, wire
+from . import intake, runs, tamper, verdict, wire
 from .intake import accept
 from .sandbox import Limits, Zygote
 
@@ -159,7 +159,9 @@ class _Grading:
 
     def __init__(self, course: Course, ws: Workspace, kits: dict, limits: Limits):
         self.course, self.ws, self.kits, self.limits = course, ws, kits, limits
-        self.source_ids = {ch.id: grade_ids(nbformat.read(ch.notebook, as_version=4)) for ch in course.chapters()}
+        sources = {ch.id: nbformat.read(ch.notebook, as_version=4) for ch in course.chapters()}
+        self.source_ids = {cid: grade_ids(nb) for cid, nb in sources.items()}
+        self.course_cells = {cid: tamper.course_cells(nb) for cid, nb in sources.items()}
         self.db_lock = threading.Lock()
         self.jobs = ws.path("sandbox", "jobs")
         self.jobs.mkdir(parents=True, exist_ok=True)
@@ -211,6 +213,9 @@ class _Grading:
             notes.append(f"test cells restored from the original: {', '.join(the_plan.restored)}")
         if finished.status != "finished":
             return runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
+        reaches = tamper.reason(accepted.notebook, self.course_cells[ch.id])
+        if reaches:
+            return runs.Run(job.student, ch.id, "flagged", "; ".join([reaches, *notes]))
         return runs.Run(job.student, ch.id, "graded", "; ".join(notes))
 
     def _keep_submitted(self, job: Job, accepted) -> None:

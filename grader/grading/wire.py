@@ -353,7 +353,7 @@ def outcome_from_wire(x: Any) -> Outcome:
         raise WireError("bad error field")
     x.error_types = tuple(str(v)[:200] for v in _seq(x.error_types))
     x.banned_calls = tuple(str(v)[:200] for v in _seq(x.banned_calls))
-    for name in ("largest_numel", "python_peak", "peak_live"):
+    for name in ("largest_numel", "python_peak", "peak_live", "rss_growth"):
         if type(getattr(x, name)) is not int:
             raise WireError(f"bad {name}")
     if not isinstance(x.largest_op, str):
