@@ -430,3 +430,75 @@ def test_a_banned_operator_on_another_thread_is_recorded_and_gradients_still_flo
     assert x.grad is not None and abs(float(x.grad.sum())) < 1e-6
     (out,) = checks.evaluate(lambda x: torch.softmax(x, -1), [checks.Case(args=(torch.randn(3),))], [])
     assert out.banned_calls == ()  # nothing is recorded outside a window that bans it
+
+
+def test_a_banned_operator_under_inference_mode_on_another_thread_is_refused_and_restored_after():
+    import threading
+
+    def sneaky(x):
+        box = []
+
+        def work():
+            try:
+                with torch.inference_mode():
+                    box.append(torch.softmax(x.clone(), -1).clone())
+            except RuntimeError as exc:  # the refusal: a student who catches it is still recorded
+                box.append(torch.exp(x) / torch.exp(x).sum(-1, keepdim=True))
+                box.append(str(exc))
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join()
+        return box[0]
+
+    (out,) = checks.evaluate(sneaky, [checks.Case(args=(torch.randn(3),))], ["torch.softmax"])
+    assert "aten._softmax" in out.banned_calls
+    with torch.inference_mode():
+        assert torch.allclose(torch.softmax(torch.zeros(2), -1), torch.full((2,), 0.5))  # the kernel is back
+
+
+def long_rowsum_cases(seed: int) -> list[Case]:
+    """A (4096, 4096) float32 matrix is 64 MiB: past the resident-memory allowance once softmax-like
+    temporaries double it, while blocks of 64 rows stay far below."""
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(4096, 8, generator=g), torch.randn(4096, 8, generator=g)
+    return [Case(args=(a, b), max_numel=64 * 4096, max_live=4 * 64 * 4096, label="4096 x 4096")]
+
+
+def threaded_full_rowsum(a, b):
+    import threading
+
+    box = []
+    worker = threading.Thread(target=lambda: box.append((a @ b.T).exp().sum(-1)))
+    worker.start()
+    worker.join()
+    return box[0].log()
+
+
+def mmap_full_rowsum(a, b):
+    import mmap
+
+    n, m = a.shape[0], b.shape[0]
+    buf = mmap.mmap(-1, n * m * 8)
+    scores = np.frombuffer(buf, dtype=np.float64).reshape(n, m)
+    for i in range(0, n, 64):  # every block through torch, stored in memory no meter of torch sees
+        scores[i:i + 64] = (a[i:i + 64] @ b.T).double().numpy()
+    view = torch.from_numpy(scores)  # the whole matrix, read back through torch a block at a time
+    out = torch.cat([view[i:i + 64].exp().sum(-1).log() for i in range(0, n, 64)]).float()
+    del view, scores
+    buf.close()
+    return out
+
+
+def blockwise_logsumexp(a, b, block=64):
+    return torch.cat([(a[i:i + block] @ b.T).exp().sum(-1).log() for i in range(0, a.shape[0], block)])
+
+
+@pytest.mark.skipif(checks._reset_peak_rss() < 0, reason="this kernel offers no peak-RSS reset")
+@pytest.mark.parametrize("fn", [threaded_full_rowsum, mmap_full_rowsum])
+def test_resident_memory_catches_a_matrix_built_off_thread_or_in_mmap(fn):
+    check = Check("close", "f", f"{__name__}:long_rowsum_cases", reference=f"{__name__}:blockwise_logsumexp",
+                  atol=1e-3, rtol=1e-4)
+    run_local(check, blockwise_logsumexp)
+    with pytest.raises(CheckFailed, match="grew the process's memory"):
+        run_local(check, fn)
