@@ -15,61 +15,112 @@ import torch
 
 from grader.checks import Case
 
+
 # ---------------------------------------------------------------------------------------------------
-# attention_flops, attention_matrix_bytes, rnn_flops
+# attention_cost, roofline_time
+
+#: Every kind of element size a ``torch.dtype`` has: 1 byte (float8, int8, uint8, bool), 2, 4, 8 and 16
+#: (complex128). ``torch.finfo`` knows only the floating ones, ``torch.iinfo`` only the integer ones.
+ANY_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn, torch.float8_e5m2,
+    torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64,
+    torch.complex128,
+)
 
 
-def attention_flops_cases(seed: int) -> list[Case]:
-    del seed  # the counts are deterministic; the seed is part of the check's signature only
-    return [
-        Case(args=(4, 8), label="T=4, d_k=8 (d_v defaults to d_k)"),
-        Case(args=(10, 16, 4), label="T=10, d_k=16, d_v=4 (d_v != d_k)"),
-        Case(args=(7, 3), kwargs={"batch": 5, "heads": 2}, label="T=7, d_k=3, batch=5, heads=2"),
-        Case(args=(1, 64), label="T=1: a single token"),
-        Case(args=(0, 64), label="T=0: an empty sequence costs nothing"),
-        Case(args=(9, 4), kwargs={"causal": True}, label="causal, odd T=9: T(T+1)/2 = 45 pairs, diagonal included"),
-        Case(args=(8, 2, 6), kwargs={"batch": 3, "heads": 4, "causal": True},
-             label="causal, T=8, d_k=2, d_v=6, batch=3, heads=4"),
-        Case(args=(5, 8), kwargs={"causal": False}, label="causal=False given explicitly"),
-        Case(args=(100_000, 128), kwargs={"batch": 8, "heads": 32},
-             label="T=100000, d_k=128, batch=8, heads=32 (about 1.3e15 FLOPs)"),
-        Case(args=(1_000_003, 101, 98), kwargs={"batch": 9, "heads": 25, "causal": True},
-             label="causal, T=1000003, d_k=101, d_v=98, batch=9, heads=25 (about 4.5e16: beyond float precision)"),
-    ]
+def attention_cost_cases(seed: int) -> list[Case]:
+    """Both kinds, forward and backward, causal or not, block sizes that do and do not divide T (and
+    exceed it), every element size, counts past 2^53 (float) and 2^63 (int64), numpy sizes, bad arguments.
+    Every expected value fits the results wire (64 bits)."""
+    del seed  # the counts are deterministic
+    c = []
+
+    def case(label, *args, raises=None, **kwargs):
+        c.append(Case(args=args, kwargs=kwargs, label=label, raises=raises))
+
+    case("standard forward, T=4, d=8 (bfloat16 by default)", 4, 8)
+    case("standard forward, T=10, d=16, heads=3, batch=2, float32", 10, 16, heads=3, batch=2, dtype=torch.float32)
+    case("standard backward, T=7, d=5 (P read back, nothing recomputed)", 7, 5, backward=True)
+    case("standard forward, causal: every score is still computed", 9, 4, causal=True)
+    case("standard backward, causal: every score is still computed", 9, 4, causal=True, backward=True)
+    case("standard: the block sizes change nothing", 12, 4, kind="standard", block_q=3, block_k=5)
+    case("T=0: an empty sequence costs nothing", 0, 64, kind="flash")
+    case("flash forward, T=512, d=64, blocks 128: K and V read once per query block", 512, 64, kind="flash")
+    case("flash forward, T=100 not a multiple of block_q=32 (last block 4 rows)", 100, 16, kind="flash",
+         block_q=32, block_k=32)
+    case("flash forward, block_q=256 larger than T=100: one pass over K and V", 100, 16, kind="flash",
+         block_q=256, block_k=64)
+    case("flash forward, block_q=1: K and V read once per query", 20, 8, kind="flash", block_q=1, block_k=4)
+    case("flash forward, causal, block_q = block_k = 64, T=1000", 1000, 64, kind="flash", block_q=64,
+         block_k=64, causal=True)
+    case("flash forward, causal, block_q=48 != block_k=80: key blocks per query block by the last row",
+         1000, 32, kind="flash", block_q=48, block_k=80, causal=True)
+    case("flash forward, causal, block_q=32 < block_k=128", 500, 32, kind="flash",
+         block_q=32, block_k=128, causal=True)
+    case("flash forward, causal, one tile (block sizes >= T): nothing skipped", 50, 8, kind="flash",
+         block_q=64, block_k=64, causal=True)
+    case("flash forward, causal, block_q = block_k = 1: exactly T(T+1)/2 pairs", 37, 8, kind="flash",
+         block_q=1, block_k=1, causal=True)
+    case("flash backward, T=512, d=64, blocks 128", 512, 64, kind="flash", backward=True)
+    case("flash backward, T=300, block_q=64, block_k=128 (partial blocks)", 300, 32, kind="flash",
+         block_q=64, block_k=128, backward=True)
+    case("flash backward, causal, block_q=48, block_k=80", 1000, 32, kind="flash", block_q=48, block_k=80,
+         causal=True, backward=True)
+    case("flash backward, causal, heads=8, batch=4, float16", 256, 64, heads=8, batch=4, dtype=torch.float16,
+         kind="flash", block_q=64, block_k=32, causal=True, backward=True)
+    case("all arguments positionally", 64, 16, 2, 3, torch.float32, "flash", 16, 32, True, True)
+    for dtype in ANY_DTYPES:
+        name = str(dtype).removeprefix("torch.")
+        case(f"standard forward in {name} ({dtype.itemsize} bytes per element)", 16, 8, heads=2, dtype=dtype)
+        case(f"flash backward, causal, in {name}", 40, 8, dtype=dtype, kind="flash", block_q=16, block_k=8,
+             causal=True, backward=True)
+    case("standard forward, T=2^20, d=128, heads=96, batch=256: about 1.4e19 FLOPs, past int64 (2^63)",
+         2**20, 128, heads=96, batch=256)
+    case("flash backward, causal, T=2^20 + 7, d=128, blocks 4096, heads=64, batch=48: past int64",
+         2**20 + 7, 128, heads=64, batch=48, kind="flash", block_q=4096, block_k=4096, causal=True,
+         backward=True)
+    case("flash forward, causal, odd T=1000003, d=101, heads=25, batch=9: beyond float precision (2^53)",
+         1_000_003, 101, heads=25, batch=9, kind="flash", block_q=1024, block_k=512, causal=True)
+    case("numpy int64 sizes T=2^20, d=128, heads=96, batch=256: their product wraps in int64",
+         np.int64(2**20), np.int64(128), heads=np.int64(96), batch=np.int64(256))
+    case("numpy int32 block sizes", 1000, 64, kind="flash", block_q=np.int32(64), block_k=np.int32(96),
+         causal=True)
+    for label, kwargs, error in (("T=-1", {"T": -1}, "ValueError"), ("d=0", {"d": 0}, "ValueError"),
+                                 ("heads=0", {"heads": 0}, "ValueError"), ("batch=0", {"batch": 0}, "ValueError"),
+                                 ("block_q=0", {"block_q": 0}, "ValueError"), ("block_k=-4", {"block_k": -4}, "ValueError"),
+                                 ('kind="linear"', {"kind": "linear"}, "ValueError"),
+                                 ("T=8.0, a float", {"T": 8.0}, "TypeError"), ("d=True, a bool", {"d": True}, "TypeError"),
+                                 ('dtype="bfloat16", a string', {"dtype": "bfloat16"}, "TypeError"),
+                                 ("causal=1, not a bool", {"causal": 1}, "TypeError")):
+        full = {"T": 8, "d": 4, "kind": "flash"} | kwargs
+        c.append(Case(kwargs=full, label=f"bad argument: {label}", raises=error))
+    return c
 
 
-def attention_matrix_bytes_cases(seed: int) -> list[Case]:
-    """float32 by default, then every element size: 2 (half precisions), 8, and 1 (int8, and bool, which
-    PyTorch stores as one byte per element, not one bit)."""
+def roofline_time_cases(seed: int) -> list[Case]:
+    """Compute-bound, memory-bound and balanced kernels with the hardware table's orders of magnitude,
+    counts as ints past 2^63, numpy scalars, zero work, and bad arguments."""
     del seed
-    cases = [
-        Case(args=(3,), label="T=3, float32 by default: 9 scores of 4 bytes"),
-        Case(args=(1000,), label="T=1000, float32"),
-        Case(args=(16,), kwargs={"batch": 2, "heads": 3}, label="T=16, batch=2, heads=3"),
-        Case(args=(100_000,), label="T=100000, float32: the popular 40 GB"),
-        Case(args=(131_071,), kwargs={"batch": 4, "heads": 40}, label="T=131071, batch=4, heads=40"),
-        Case(args=(0,), label="T=0"),
-        Case(args=(5, 1, 1), label="T=5, batch=1, heads=1 given positionally"),
-    ]
-    for dtype, label in ((torch.float32, "float32 given explicitly"), (torch.float16, "float16: 2 bytes"),
-                         (torch.bfloat16, "bfloat16: 2 bytes"), (torch.float64, "float64: 8 bytes"),
-                         (torch.int8, "int8: 1 byte"), (torch.bool, "bool: 1 byte per element in PyTorch, not 1 bit")):
-        cases.append(Case(args=(12,), kwargs={"batch": 2, "heads": 3, "dtype": dtype},
-                          label=f"T=12, batch=2, heads=3, {label}"))
-    cases.append(Case(args=(100_000, 1, 1, torch.bfloat16), label="T=100000, bfloat16 given positionally"))
-    return cases
-
-
-def rnn_flops_cases(seed: int) -> list[Case]:
-    del seed
+    h100 = (989e12, 3.35e12)
     return [
-        Case(args=(10, 4), label="T=10, d=4"),
-        Case(args=(1, 1), label="T=1, d=1"),
-        Case(args=(7, 3), kwargs={"batch": 5}, label="T=7, d=3, batch=5"),
-        Case(args=(0, 16), label="T=0"),
-        Case(args=(100_000, 1024, 8), label="T=100000, d=1024, batch=8 given positionally"),
-        Case(args=(10_000_019, 12_289), kwargs={"batch": 67},
-             label="T=10000019, d=12289, batch=67 (about 4e17: beyond float precision)"),
+        Case(args=(4 * 4096**2 * 128, 2 * 4 * 4096 * 128 * 2, *h100),
+             label="compute-bound: a flash forward's counts on an H100 (989 TFLOP/s, 3.35 TB/s)"),
+        Case(args=(4 * 4096**2 * 128, (4 * 4096 * 128 + 4 * 4096**2) * 2, *h100),
+             label="memory-bound: a standard forward's counts on an H100"),
+        Case(args=(10**9, 10**6, 1e12, 1e9), label="balanced: both take exactly 1 ms"),
+        Case(args=(3, 7, 2.0, 3.0), label="small counts, times 1.5 s (compute) and 2.33 s (memory)"),
+        Case(args=(7, 3, 2.0, 3.0), label="small counts, times 3.5 s (compute) and 1 s (memory)"),
+        Case(args=(5, 10**12, 1e15, 1e3), label="memory-bound by far: 5 FLOPs, 1e12 bytes at 1 kB/s"),
+        Case(args=(10**15, 10**9, 1e12, 1e3), label="more FLOPs than bytes, yet memory-bound: the ridge point is 1e9 FLOP/B"),
+        Case(args=(0, 0, 1e12, 1e9), label="no work at all: 0 seconds"),
+        Case(args=(2**64 - 1, 2**63 + 1, 1e15, 1e12), label="counts past int64 as Python ints"),
+        Case(args=(np.int64(10**12), np.float64(2.5e9), np.float32(1e12), 1e9),
+             label="numpy scalars for the counts and the peak"),
+        Case(args=(1.5e12, 7e8, 1e12, 1e9), label="float counts"),
+        Case(args=(-1, 10, 1e12, 1e9), raises="ValueError", label="negative FLOPs"),
+        Case(args=(10, -1, 1e12, 1e9), raises="ValueError", label="negative bytes"),
+        Case(args=(10, 10, 0.0, 1e9), raises="ValueError", label="peak_flops = 0"),
+        Case(args=(10, 10, 1e12, -3e9), raises="ValueError", label="negative bandwidth"),
     ]
 
 
