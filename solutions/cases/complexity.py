@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from grader.checks import Case
-
+from solutions.cases.families import expanded, mask_broadcasts, non_contiguous, randn, tag
 
 # ---------------------------------------------------------------------------------------------------
 # attention_cost, roofline_time
@@ -87,9 +87,11 @@ def attention_cost_cases(seed: int) -> list[Case]:
          causal=True)
     for label, kwargs, error in (("T=-1", {"T": -1}, "ValueError"), ("d=0", {"d": 0}, "ValueError"),
                                  ("heads=0", {"heads": 0}, "ValueError"), ("batch=0", {"batch": 0}, "ValueError"),
-                                 ("block_q=0", {"block_q": 0}, "ValueError"), ("block_k=-4", {"block_k": -4}, "ValueError"),
+                                 ("block_q=0", {"block_q": 0}, "ValueError"),
+                                 ("block_k=-4", {"block_k": -4}, "ValueError"),
                                  ('kind="linear"', {"kind": "linear"}, "ValueError"),
-                                 ("T=8.0, a float", {"T": 8.0}, "TypeError"), ("d=True, a bool", {"d": True}, "TypeError"),
+                                 ("T=8.0, a float", {"T": 8.0}, "TypeError"),
+                                 ("d=True, a bool", {"d": True}, "TypeError"),
                                  ('dtype="bfloat16", a string', {"dtype": "bfloat16"}, "TypeError"),
                                  ("causal=1, not a bool", {"causal": 1}, "TypeError")):
         full = {"T": 8, "d": 4, "kind": "flash"} | kwargs
@@ -111,7 +113,8 @@ def roofline_time_cases(seed: int) -> list[Case]:
         Case(args=(3, 7, 2.0, 3.0), label="small counts, times 1.5 s (compute) and 2.33 s (memory)"),
         Case(args=(7, 3, 2.0, 3.0), label="small counts, times 3.5 s (compute) and 1 s (memory)"),
         Case(args=(5, 10**12, 1e15, 1e3), label="memory-bound by far: 5 FLOPs, 1e12 bytes at 1 kB/s"),
-        Case(args=(10**15, 10**9, 1e12, 1e3), label="more FLOPs than bytes, yet memory-bound: the ridge point is 1e9 FLOP/B"),
+        Case(args=(10**15, 10**9, 1e12, 1e3),
+             label="more FLOPs than bytes, yet memory-bound: the ridge point is 1e9 FLOP/B"),
         Case(args=(0, 0, 1e12, 1e9), label="no work at all: 0 seconds"),
         Case(args=(2**64 - 1, 2**63 + 1, 1e15, 1e12), label="counts past int64 as Python ints"),
         Case(args=(np.int64(10**12), np.float64(2.5e9), np.float32(1e12), 1e9),
@@ -220,18 +223,40 @@ def chunked_attention_cases(seed: int) -> list[Case]:
              scale=8.0, mask=_mask(g, 6, 8)),
         case((2, 2), 5, 7, 4, 6, 2, "float64 inputs (the dtype must be kept)", mask=_mask(g, 5, 7),
              dtype=torch.float64),
+    ] + [case((2, 3), 6, 7, 4, 3, 4, f"mask class: {name}", mask=m)
+         for name, m in mask_broadcasts(g, (2, 3), 6, 7)] + [
+        Case(args=(non_contiguous(_randn(g, 2, 6, 4)), non_contiguous(_randn(g, 2, 9, 4)),
+                   non_contiguous(_randn(g, 2, 9, 3)), 4), label="non-contiguous q, k and v (strided views)"),
+        Case(args=(expanded(_randn(g, 6, 4), 3), _randn(g, 3, 8, 4), _randn(g, 3, 8, 5), 5),
+             label="an expanded q (stride 0 along the batch)"),
+        Case(args=(_randn(g, 5, 4), _randn(g, 5, 4), _randn(g, 5, 4), 0), raises="ValueError",
+             label="chunk_size=0"),
+        Case(args=(_randn(g, 5, 4), _randn(g, 5, 4), _randn(g, 5, 4), 2),
+             kwargs={"mask": torch.ones(5, 5)}, raises="TypeError", label="a float mask (not bool)"),
     ]
 
 
+def chunked_attention_dtype_cases(seed: int, dtype: str = "float32") -> list[Case]:
+    """The same shapes in each floating dtype: the output keeps q's dtype."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = randn(g, 2, 3, 9, 8, dtype=dtype), randn(g, 2, 3, 11, 8, dtype=dtype), randn(g, 2, 3, 11, 5, dtype=dtype)
+    causal = torch.ones(9, 11, dtype=torch.bool).tril(2)
+    return [Case(args=(q, k, v, 4), label=tag("(2, 3) heads, T_q=9, T_k=11, chunk_size=4", dtype)),
+            Case(args=(q, k, v, 3), kwargs={"mask": causal},
+                 label=tag("(2, 3) heads, a (T_q, T_k) causal mask, chunk_size=3", dtype))]
+
+
 def _memory_case(g: torch.Generator, batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int,
-                 chunk: int, label: str, mask: torch.Tensor | None = None) -> Case:
+                 chunk: int, label: str, mask: torch.Tensor | None = None, one_head: bool = True) -> Case:
     q, k, v = _randn(g, *batch, T_q, d_k), _randn(g, *batch, T_k, d_k), _randn(g, *batch, T_k, d_v)
     n_batch = int(np.prod(batch)) if batch else 1
     chunk_scores = n_batch * min(chunk, T_q) * T_k
     io = max(q.numel(), k.numel(), v.numel(), n_batch * T_q * d_v, 0 if mask is None else mask.numel())
     # room for two chunk-sized temporaries at once (e.g. scores and their exponentials as numpy float64)
     limit = max(io, 2 * chunk_scores) + 4096
-    assert n_batch * T_q * T_k > 4 * limit and T_q * T_k > 2 * limit, "the full matrix must break the bound"
+    # the whole matrix of all heads breaks the bound; one head's breaks it too unless the mask is as large
+    assert n_batch * T_q * T_k > 4 * limit and (T_q * T_k > 2 * limit or not one_head), \
+        "the full matrix must break the bound"
     # alive at once: the output, its chunks or running sums, and a few chunk-sized temporaries;
     # keeping every chunk's scores (the whole matrix, in pieces) is more
     live = 3 * io + 4 * chunk_scores + 4096
@@ -259,4 +284,153 @@ def chunked_attention_memory_cases(seed: int) -> list[Case]:
         _memory_case(g, (2, 2), 1024, 1024, 8, 8, 24,
                      "T=1024 (not a multiple of chunk_size=24), batch 2, 2 heads, key-padding mask (B, 1, 1, T_k)",
                      mask=_key_padding([700, 1024], 1024)[:, None, None, :]),
+        _memory_case(g, (2,), 1024, 1024, 8, 8, 32, "T=1024, batch of 2, a 1-D key mask (T_k,)",
+                     mask=_key_padding([900], 1024)[0]),
+        _memory_case(g, (4, 2), 1024, 1024, 8, 8, 32,
+                     "T=1024, batch 4, 2 heads, a causal (T, T) mask shared by every head",
+                     mask=torch.ones(1024, 1024, dtype=torch.bool).tril(), one_head=False),
+        _memory_case(g, (6, 2), 512, 512, 8, 8, 16,
+                     "T=512, batch 6, 2 heads, a per-head mask (H, T_q, T_k) = (2, 512, 512)",
+                     mask=_mask(g, 2, 512, 512), one_head=False),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract: every clause of each exercise's statement -> the hidden cases that exercise it
+
+_STD = "standard forward, T=4, d=8 (bfloat16 by default)"
+CONTRACT = {
+    "attention_cost": {
+        "returns {'flops': int, 'hbm_bytes': int}, totals over batch * heads heads":
+            [_STD, "standard forward, T=10, d=16, heads=3, batch=2, float32",
+             "flash backward, causal, heads=8, batch=4, float16"],
+        "standard forward: 4 T^2 d FLOPs, (4 T d + 4 T^2) E bytes (S and P through HBM)":
+            [_STD, "standard forward, T=10, d=16, heads=3, batch=2, float32"],
+        "standard backward: P read back, 8 T^2 d FLOPs, (8 T d + 7 T^2) E bytes":
+            ["standard backward, T=7, d=5 (P read back, nothing recomputed)"],
+        "standard: causal changes nothing (every score computed, the mask fused into the softmax)":
+            ["standard forward, causal: every score is still computed",
+             "standard backward, causal: every score is still computed"],
+        "standard: the block sizes are not used": ["standard: the block sizes change nothing"],
+        "flash forward: Q read once, K and V once per query block (ceil(T / block_q) passes), O and L written":
+            ["flash forward, T=512, d=64, blocks 128: K and V read once per query block",
+             "flash forward, block_q=1: K and V read once per query",
+             "flash forward, block_q=256 larger than T=100: one pass over K and V"],
+        "blocks that do not divide T: the last block is shorter":
+            ["flash forward, T=100 not a multiple of block_q=32 (last block 4 rows)",
+             "flash backward, T=300, block_q=64, block_k=128 (partial blocks)"],
+        "flash causal: a tile is computed when its first key <= its block's last query, and computed whole":
+            ["flash forward, causal, block_q = block_k = 64, T=1000",
+             "flash forward, causal, block_q=48 != block_k=80: key blocks per query block by the last row",
+             "flash forward, causal, block_q=32 < block_k=128",
+             "flash forward, causal, one tile (block sizes >= T): nothing skipped",
+             "flash forward, causal, block_q = block_k = 1: exactly T(T+1)/2 pairs"],
+        "flash backward: 10 R d FLOPs (S recomputed); D pass, K, V, dK, dV once, Q, dO, L, D, dQ per tile":
+            ["flash backward, T=512, d=64, blocks 128", "flash backward, causal, block_q=48, block_k=80",
+             "flash backward, causal, heads=8, batch=4, float16"],
+        "row statistics (L, D) are 4 bytes whatever the dtype":
+            ["flash backward, causal, in float64", "flash backward, causal, in bool",
+             "flash backward, causal, in complex128"],
+        "any torch.dtype: E = dtype.itemsize (1, 2, 4, 8 and 16 bytes, floating or not)":
+            [f"standard forward in {str(dt).removeprefix('torch.')} ({dt.itemsize} bytes per element)"
+             for dt in ANY_DTYPES],
+        "T=0 costs nothing": ["T=0: an empty sequence costs nothing"],
+        "all parameters positional in the stated order": ["all arguments positionally"],
+        "exact Python ints past 2^63 (no int64 wrap-around)":
+            ["standard forward, T=2^20, d=128, heads=96, batch=256: about 1.4e19 FLOPs, past int64 (2^63)",
+             "flash backward, causal, T=2^20 + 7, d=128, blocks 4096, heads=64, batch=48: past int64"],
+        "exact past 2^53 (no float arithmetic)":
+            ["flash forward, causal, odd T=1000003, d=101, heads=25, batch=9: beyond float precision (2^53)"],
+        "sizes may be numpy integers (converted, not wrapped)":
+            ["numpy int64 sizes T=2^20, d=128, heads=96, batch=256: their product wraps in int64",
+             "numpy int32 block sizes"],
+        "ValueError: T < 0, d, heads, batch, block_q or block_k < 1, an unknown kind":
+            ["bad argument: T=-1", "bad argument: d=0", "bad argument: heads=0", "bad argument: batch=0",
+             "bad argument: block_q=0", "bad argument: block_k=-4", 'bad argument: kind="linear"'],
+        "TypeError: a size that is a float or a bool, a dtype that is not a torch.dtype, a non-bool flag":
+            ["bad argument: T=8.0, a float", "bad argument: d=True, a bool",
+             'bad argument: dtype="bfloat16", a string', "bad argument: causal=1, not a bool"],
+    },
+    "roofline_time": {
+        "max(flops / peak_flops, hbm_bytes / bandwidth), in seconds":
+            ["compute-bound: a flash forward's counts on an H100 (989 TFLOP/s, 3.35 TB/s)",
+             "memory-bound: a standard forward's counts on an H100", "balanced: both take exactly 1 ms",
+             "small counts, times 1.5 s (compute) and 2.33 s (memory)",
+             "small counts, times 3.5 s (compute) and 1 s (memory)"],
+        "the regime is set by the ridge point, not by comparing FLOPs with bytes":
+            ["more FLOPs than bytes, yet memory-bound: the ridge point is 1e9 FLOP/B",
+             "memory-bound by far: 5 FLOPs, 1e12 bytes at 1 kB/s"],
+        "returns a float, also for zero work": ["no work at all: 0 seconds", "float counts"],
+        "counts may be ints of any size, floats or numpy scalars":
+            ["counts past int64 as Python ints", "numpy scalars for the counts and the peak", "float counts"],
+        "ValueError: negative counts, a peak or bandwidth <= 0":
+            ["negative FLOPs", "negative bytes", "peak_flops = 0", "negative bandwidth"],
+        "ValueError for values that are not finite":
+            "visible only: infinities and NaN never come out of a cost model; the reference tests check them",
+    },
+    "loglog_slope": {
+        "the least-squares slope of log y on log x (all points, not the end points)":
+            ["9 noisy timings around y ~ x^2, x unsorted and unevenly spaced",
+             "6 noisy points around y ~ x, numpy arrays",
+             "12 noisy points around y ~ x^1.7, tensors"],
+        "exact power laws give their exponent, negative ones too":
+            ["y = 3 x^2 as Python lists of ints", "y = 20 / x as numpy arrays: slope -1",
+             "two points, constant y: slope 0"],
+        "xs, ys may be lists, numpy arrays or tensors":
+            ["y = 3 x^2 as Python lists of ints", "y = 20 / x as numpy arrays: slope -1",
+             "y = x^1.5 as float64 tensors"],
+        "returns a Python float": ["y = 3 x^2 as Python lists of ints", "y = x^1.5 as float64 tensors"],
+        "ValueError for a value <= 0": ["an x equal to 0", "a negative y"],
+        "ValueError for fewer than two points": ["a single point", "no points at all"],
+    },
+    "chunked_attention": {
+        "equals softmax(q k^T / sqrt(d_k)) v for any leading dims":
+            ["one sequence, no batch dim: T=5, chunk_size=2 (last chunk has 1 query)",
+             "batch of 3, T=7, d_k=4, d_v=6, chunk_size=3"],
+        "T_q != T_k and d_v != d_k": ["leading dims (2, 3), cross-attention T_q=10, T_k=6, chunk_size=4",
+                                       "cross-attention T_q=3 < T_k=11, chunk_size=2"],
+        "chunk_size that does not divide T_q, equals it, exceeds it, or is 1":
+            ["one sequence, no batch dim: T=5, chunk_size=2 (last chunk has 1 query)",
+             "chunk_size=64 larger than T_q=5: a single chunk", "chunk_size equal to T_q=6",
+             "chunk_size=1: one query at a time"],
+        "a bool mask broadcastable to the scores, every broadcast class":
+            ["causal (T, T) mask, T=9, chunk_size=4: rows differ from chunk to chunk",
+             "per-batch random mask of shape (B, 1, T_q, T_k), chunk_size=3",
+             "key-padding mask of shape (B, 1, 1, T_k), chunk_size=3",
+             "key-padding mask of shape (B, 1, T_k), chunk_size=4",
+             "mask class: a 1-D key mask (T_k,)", "mask class: a 2-D mask (T_q, T_k) shared by the batch",
+             "mask class: a key mask (1, T_k) broadcast over the queries",
+             "mask class: a query-column mask (T_q, 1) with every row kept",
+             "mask class: a per-batch mask (3, 6, 7)", "mask class: a mask of full rank (2, 3, 6, 7)",
+             "mask class: a padding mask (B, 1, 1, T_k) = (2, 1, 1, 7)",
+             "mask class: a per-head mask (1, H, T_q, T_k) = (1, 3, 6, 7)",
+             "mask class: a per-batch mask (B, 1, T_q, T_k) = (2, 1, 6, 7)"],
+        "a fully masked query row gives zeros, not NaN":
+            ["two query rows whose keys are all masked: their outputs must be zeros"],
+        "a stable softmax (huge logits)": ["huge logits: scores in the hundreds (exp overflows without the max trick)"],
+        "keeps the dtype: float16, bfloat16, float32, float64":
+            ["(2, 3) heads, T_q=9, T_k=11, chunk_size=4 (float16)",
+             "(2, 3) heads, T_q=9, T_k=11, chunk_size=4 (bfloat16)",
+             "(2, 3) heads, T_q=9, T_k=11, chunk_size=4", "(2, 3) heads, T_q=9, T_k=11, chunk_size=4 (float64)",
+             "(2, 3) heads, a (T_q, T_k) causal mask, chunk_size=3 (float16)",
+             "float64 inputs (the dtype must be kept)"],
+        "non-contiguous and expanded inputs": ["non-contiguous q, k and v (strided views)",
+                                               "an expanded q (stride 0 along the batch)"],
+        "no tensor beyond about 2 B c T_k elements (besides inputs and output), for every mask shape":
+            ["memory", "T=1024, batch of 2, chunk_size=32, no mask",
+             "cross-attention T_q=512, T_k=2048, d_v=24, chunk_size=10, key-padding mask (B, 1, T_k)",
+             "T=1024 (not a multiple of chunk_size=24), batch 2, 2 heads, key-padding mask (B, 1, 1, T_k)",
+             "T=1024, batch of 2, a 1-D key mask (T_k,)",
+             "T=1024, batch 4, 2 heads, a causal (T, T) mask shared by every head",
+             "T=512, batch 6, 2 heads, a per-head mask (H, T_q, T_k) = (2, 512, 512)"],
+        "the memory bound with a full-rank (B, H, T_q, T_k) mask":
+            "not gradable: such a mask is itself as large as all the scores, so no bound separates the two",
+        "the chunks' scores are not all kept alive at once (max_live)": ["memory"],
+        "does not call F.scaled_dot_product_attention":
+            ["ban:torch.nn.functional.scaled_dot_product_attention", "ban:aten._scaled_dot_product*",
+             "ban:aten._safe_softmax"],
+        "returns only the output (..., T_q, d_v)": ["batch of 3, T=7, d_k=4, d_v=6, chunk_size=3"],
+        "ValueError for chunk_size < 1, TypeError for a non-bool mask": ["chunk_size=0", "a float mask (not bool)"],
+        "q, k and v are not modified": "visible only: the visible test compares them with copies",
+    },
+}
