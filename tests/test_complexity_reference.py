@@ -569,7 +569,10 @@ def test_memory_cases_bound_memory_so_that_only_chunks_fit():
         n_batch = math.prod(q.shape[:-2])
         T_q, T_k = q.shape[-2], k.shape[-2]
         assert c.max_numel >= max(n_batch * chunk * T_k, q.numel(), k.numel(), v.numel()), c.label
-        assert T_q * T_k > 2 * c.max_numel, c.label  # a single head's matrix does not fit
+        mask = c.kwargs.get("mask")
+        if mask is None or mask.numel() < T_q * T_k:  # a (T_q, T_k) mask is itself one head's matrix
+            assert T_q * T_k > 2 * c.max_numel, c.label  # a single head's matrix does not fit
+        assert n_batch * T_q * T_k > 4 * c.max_numel, c.label  # all heads' matrix does not
         assert 8 * T_q * T_k * 4 > 8 * c.max_numel + 256 * 1024, c.label  # not even as numpy float32
         with LargestTensor() as meter:
             ref.chunked_attention(q, k, v, chunk, **c.kwargs)
@@ -582,7 +585,8 @@ def test_memory_cases_bound_memory_so_that_only_chunks_fit():
 
 def test_chunked_attention_is_checked_for_values_and_for_memory_with_sdpa_banned():
     checks = parse_checks(hidden_blocks()["test_chunked_attention"])
-    assert {c.cases.rpartition(":")[2] for c in checks} == {"chunked_attention_cases", "chunked_attention_memory_cases"}
+    assert {c.cases.rpartition(":")[2] for c in checks} == {"chunked_attention_cases", "chunked_attention_memory_cases",
+                                                                "chunked_attention_dtype_cases"}
     for check in checks:
         assert {"torch.nn.functional.scaled_dot_product_attention", "aten._scaled_dot_product*"} <= set(check.banned)
     memory = next(c for c in checks if c.cases.endswith("memory_cases"))
