@@ -80,7 +80,7 @@ def attention_cost_cases(seed: int) -> list[Case]:
          2**20 + 7, 128, heads=64, batch=48, kind="flash", block_q=4096, block_k=4096, causal=True,
          backward=True)
     case("flash forward, causal, odd T=1000003, d=101, heads=25, batch=9: beyond float precision (2^53)",
-         1_000_003, 101, heads=25, batch=9, kind="flash", block_q=1024, block_k=512, causal=True)
+         1_000_003, 101, heads=25, batch=9, kind="flash", block_q=4096, block_k=2048, causal=True)
     case("numpy int64 sizes T=2^20, d=128, heads=96, batch=256: their product wraps in int64",
          np.int64(2**20), np.int64(128), heads=np.int64(96), batch=np.int64(256))
     case("numpy int32 block sizes", 1000, 64, kind="flash", block_q=np.int32(64), block_k=np.int32(96),
