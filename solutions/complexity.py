@@ -104,6 +104,128 @@ def rnn_flops(T: int, d: int, batch: int = 1) -> int:
     return 4 * int(batch) * int(T) * int(d) * int(d)
 
 
+def _check_size(name: str, value: int, minimum: int) -> int:
+    """``value`` as a Python int: ints and numpy integers (not bool) of at least ``minimum``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+#: Bytes per element of the row statistics a tiled kernel keeps (logsumexp L, and D = rowsum(dO * O) in
+#: the backward pass): float32 whatever the dtype of the tensors, as FlashAttention does.
+STAT_BYTES = 4
+
+
+def _tiles(T: int, block_q: int, block_k: int, causal: bool) -> tuple[int, int, int]:
+    """``(pairs, rows, cols)`` summed over the tiles a tiled kernel computes: ``Σ rows * cols``, ``Σ rows``,
+    ``Σ cols``. Causal: tile (i, j) is computed when its first key is at most its query block's last row
+    (it holds at least one pair j' <= i'); the tiles on the diagonal are computed whole. One pass over the
+    query blocks: block [a, b) meets the key blocks 0 .. (b - 1) // block_k, that is min(T, that * block_k)
+    keys."""
+    pairs = rows = cols = 0
+    n_kb = -(-T // block_k)  # ceil(T / block_k)
+    for a in range(0, T, block_q):
+        b = min(a + block_q, T)
+        kb = (b - 1) // block_k + 1 if causal else n_kb  # key blocks this query block meets
+        keys = min(T, kb * block_k)
+        pairs += (b - a) * keys
+        rows += (b - a) * kb
+        cols += keys
+    return pairs, rows, cols
+
+
+def attention_cost(T: int, d: int, heads: int = 1, batch: int = 1, dtype: torch.dtype = torch.bfloat16,
+                   kind: str = "standard", block_q: int = 128, block_k: int = 128, causal: bool = False,
+                   backward: bool = False) -> dict[str, int]:
+    """FLOPs and HBM traffic (bytes) of one attention call: self-attention over ``T`` tokens, head width
+    ``d`` (queries, keys and values alike), ``batch * heads`` independent heads, tensors in ``dtype``.
+
+    FLOPs: matrix products only, 2 per multiply-add (``(m, n) @ (n, p)`` is ``2 m n p``); the softmax,
+    scaling and masking are not counted. Bytes: every element a kernel reads from or writes to HBM,
+    ``dtype.itemsize`` bytes each (any ``torch.dtype``), the row statistics ``STAT_BYTES`` = 4 each.
+    Per head, with ``E = dtype.itemsize``:
+
+    ``kind="standard"`` (three kernels, every score computed, a causal mask fused into the softmax, so
+    ``causal`` changes nothing; block sizes unused):
+
+    - forward: S = Q K^T (read Q, K; write S), P = softmax(S) (read S; write P), O = P V (read P, V;
+      write O): ``4 T^2 d`` FLOPs, ``(4 T d + 4 T^2) E`` bytes;
+    - backward (the forward's P is read, nothing recomputed): dV = P^T dO, dP = dO V^T,
+      dS = P * (dP - rowsum(dP * P)) (read P, dP; write dS), dQ = dS K, dK = dS^T Q:
+      ``8 T^2 d`` FLOPs, ``(8 T d + 7 T^2) E`` bytes.
+
+    ``kind="flash"`` (tiles of ``block_q`` queries by ``block_k`` keys on chip; causal: a tile is computed
+    when its first key is at most the last query of its block, whole; ``R`` = the pairs of the computed
+    tiles, ``Σ rows * cols``; ``T^2`` without a mask):
+
+    - forward (outer loop over query blocks): Q read once, each computed tile reads its K and V block,
+      O written once, one logsumexp per row: ``4 R d`` FLOPs,
+      ``(2 T d + 2 d Σ_tiles cols) E + 4 T`` bytes (non-causal: ``Σ cols = ceil(T / block_q) T``);
+    - backward (outer loop over key blocks, the scores recomputed): D = rowsum(dO * O) (read O, dO;
+      write D), then K, V read and dK, dV written once, and each computed tile reads Q, dO, L, D of its
+      query block and reads and writes its dQ rows (accumulation): ``10 R d`` FLOPs,
+      ``(6 T d + 4 d Σ_tiles rows) E + 4 T + 8 Σ_tiles rows`` bytes.
+
+    Returns:
+        ``{"flops": int, "hbm_bytes": int}``, exact Python ints (no float, no fixed-width integer: counts
+        pass 2^63).
+
+    Raises:
+        TypeError: when a size is not an int (numpy integers are ints, bools are not), dtype not a
+            ``torch.dtype``, or causal/backward not bools.
+        ValueError: when ``T`` < 0, ``d``, ``heads``, ``batch``, ``block_q`` or ``block_k`` < 1, or
+            ``kind`` is neither "standard" nor "flash".
+    """
+    T = _check_size("T", T, 0)
+    d, heads, batch = _check_size("d", d, 1), _check_size("heads", heads, 1), _check_size("batch", batch, 1)
+    block_q, block_k = _check_size("block_q", block_q, 1), _check_size("block_k", block_k, 1)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+    for name, flag in (("causal", causal), ("backward", backward)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+    if kind not in ("standard", "flash"):
+        raise ValueError(f'kind must be "standard" or "flash", got {kind!r}')
+    E, n = dtype.itemsize, batch * heads
+    if kind == "standard":
+        if backward:
+            flops, elements = 8 * T * T * d, 8 * T * d + 7 * T * T
+        else:
+            flops, elements = 4 * T * T * d, 4 * T * d + 4 * T * T
+        return {"flops": n * flops, "hbm_bytes": n * elements * E}
+    pairs, rows, cols = _tiles(T, block_q, block_k, causal)
+    if backward:
+        flops = 10 * pairs * d
+        nbytes = (6 * T * d + 4 * d * rows) * E + STAT_BYTES * T + 2 * STAT_BYTES * rows
+    else:
+        flops = 4 * pairs * d
+        nbytes = (2 * T * d + 2 * d * cols) * E + STAT_BYTES * T
+    return {"flops": n * flops, "hbm_bytes": n * nbytes}
+
+
+def roofline_time(flops: int | float, hbm_bytes: int | float, peak_flops: float, bandwidth: float) -> float:
+    """The roofline model's time of a kernel: it cannot finish before its arithmetic at ``peak_flops``
+    (FLOP/s), nor before its traffic at ``bandwidth`` (B/s), and overlaps the two perfectly::
+
+        max(flops / peak_flops, hbm_bytes / bandwidth)   seconds
+
+    Raises:
+        ValueError: when ``flops`` or ``hbm_bytes`` is negative, or ``peak_flops`` or ``bandwidth`` not
+            positive (or not finite).
+    """
+    for name, value in (("flops", flops), ("hbm_bytes", hbm_bytes)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
+                not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    for name, value in (("peak_flops", peak_flops), ("bandwidth", bandwidth)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
+                not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return max(float(flops) / float(peak_flops), float(hbm_bytes) / float(bandwidth))
+
+
 def loglog_slope(xs: Sequence[float] | np.ndarray | torch.Tensor,
                  ys: Sequence[float] | np.ndarray | torch.Tensor) -> float:
     """Least-squares slope of ``log y`` against ``log x``: the exponent ``p`` of a power law ``y ~ c x^p``.

@@ -106,6 +106,219 @@ def test_attention_flops_reject_bad_sizes():
 
 
 # ---------------------------------------------------------------------------------------------------
+# attention_cost: FLOPs counted by FlopCounterMode, HBM bytes summed from the tensors the kernels touch
+
+
+class KernelTraffic(TorchDispatchMode):
+    """Bytes of every tensor a non-view operator reads (its tensor arguments) or writes (its outputs):
+    the HBM traffic of running each operator as one kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outputs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        aliases = {t.untyped_storage().data_ptr() for t in inputs}
+        allocation = "empty" in str(func)  # memory handed out, nothing read or written
+        if not func.is_view and not allocation and not any(t.untyped_storage().data_ptr() in aliases
+                                                             for t in outputs):
+            self.ops.append(str(func))  # a kernel: it reads its inputs and writes its outputs
+            self.bytes += sum(t.numel() * t.element_size() for t in inputs + outputs)
+        return out
+
+
+def standard_attention_counted(T, d, n, dtype, backward):
+    """The standard kernel's three operators (Q pre-scaled, outside the count), forward or backward."""
+    q, k, v = (torch.randn(n, T, d, dtype=torch.float64).to(dtype).requires_grad_() for _ in range(3))
+    grad = torch.randn(n, T, d, dtype=torch.float64).to(dtype)
+    flops, traffic = FlopCounterMode(display=False), KernelTraffic()
+    if not backward:
+        with flops, traffic:
+            o = torch.softmax(q @ k.mT, dim=-1) @ v
+        return flops.get_total_flops(), traffic.bytes, traffic.ops
+    o = torch.softmax(q @ k.mT, dim=-1) @ v
+    with flops, traffic:
+        o.backward(grad)
+    return flops.get_total_flops(), traffic.bytes, traffic.ops
+
+
+@pytest.mark.parametrize("T, d, n", [(7, 3, 1), (33, 5, 2)])
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_standard_cost_equals_what_its_operators_compute_and_touch(T, d, n, backward, dtype):
+    flops, nbytes, ops = standard_attention_counted(T, d, n, dtype, backward)
+    cost = ref.attention_cost(T, d, heads=n, dtype=dtype, kind="standard", backward=backward)
+    assert cost == {"flops": flops, "hbm_bytes": nbytes}, ops
+    assert ref.attention_cost(T, d, heads=n, dtype=dtype, causal=True, backward=backward) == cost
+
+
+class HBM:
+    """Tensors 'in HBM': every load or store of a slice adds its bytes (rows * width * itemsize)."""
+
+    def __init__(self):
+        self.bytes = 0
+
+    def load(self, t, a, b):
+        self.bytes += t[a:b].numel() * t.element_size()
+        return t[a:b].clone()
+
+    def store(self, t, a, b, value):
+        self.bytes += t[a:b].numel() * t.element_size()
+        t[a:b] = value
+
+
+def flash_forward_loop(q, k, v, bq, bk, causal, hbm):
+    """FlashAttention's forward for one head, written from Dao et al.'s algorithm: outer loop over query
+    blocks, inner loop over the key blocks a causal mask does not skip, online softmax on chip."""
+    T, d = q.shape
+    o, lse = torch.empty_like(q), torch.empty(T, dtype=torch.float32)
+    for a in range(0, T, bq):
+        b = min(a + bq, T)
+        qi = hbm.load(q, a, b)
+        m = torch.full((b - a, 1), -math.inf, dtype=q.dtype)
+        l, acc = torch.zeros(b - a, 1, dtype=q.dtype), torch.zeros(b - a, d, dtype=q.dtype)
+        for c in range(0, T, bk):
+            e = min(c + bk, T)
+            if causal and c > b - 1:
+                break
+            kj, vj = hbm.load(k, c, e), hbm.load(v, c, e)
+            s = qi @ kj.T / math.sqrt(d)
+            if causal:
+                s = s.masked_fill(torch.arange(c, e)[None, :] > torch.arange(a, b)[:, None], -math.inf)
+            m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            scale = torch.exp(m - m_new)
+            l, acc, m = l * scale + p.sum(-1, keepdim=True), acc * scale + p @ vj, m_new
+        hbm.store(o, a, b, acc / l)
+        hbm.store(lse, a, b, (m + l.log()).squeeze(-1).float())
+    return o, lse
+
+
+def flash_backward_loop(q, k, v, o, do, lse, bq, bk, causal, hbm):
+    """FlashAttention-2's backward for one head: D = rowsum(dO * O), then an outer loop over key blocks,
+    the scores recomputed from Q, K and the logsumexp, dQ accumulated in HBM."""
+    T, d = q.shape
+    dq, dk, dv = torch.zeros_like(q), torch.empty_like(k), torch.empty_like(v)
+    D = torch.empty(T, dtype=torch.float32)
+    oo, dd = hbm.load(o, 0, T), hbm.load(do, 0, T)
+    hbm.store(D, 0, T, (oo * dd).sum(-1).float())
+    for c in range(0, T, bk):
+        e = min(c + bk, T)
+        kj, vj = hbm.load(k, c, e), hbm.load(v, c, e)
+        dkj, dvj = torch.zeros_like(kj), torch.zeros_like(vj)
+        for a in range(0, T, bq):
+            b = min(a + bq, T)
+            if causal and c > b - 1:
+                continue
+            qi, doi = hbm.load(q, a, b), hbm.load(do, a, b)
+            li, Di = hbm.load(lse, a, b).to(q.dtype)[:, None], hbm.load(D, a, b).to(q.dtype)[:, None]
+            s = qi @ kj.T / math.sqrt(d)
+            if causal:
+                s = s.masked_fill(torch.arange(c, e)[None, :] > torch.arange(a, b)[:, None], -math.inf)
+            p = torch.exp(s - li)
+            dvj += p.T @ doi
+            dp = doi @ vj.T
+            ds = p * (dp - Di) / math.sqrt(d)
+            hbm.store(dq, a, b, hbm.load(dq, a, b) + ds @ kj)
+            dkj += ds.T @ qi
+        hbm.store(dk, c, e, dkj)
+        hbm.store(dv, c, e, dvj)
+    return dq, dk, dv
+
+
+FLASH_SHAPES = [(10, 4, 3, 4), (16, 4, 4, 4), (13, 3, 5, 2), (9, 2, 1, 1), (12, 3, 12, 12), (11, 2, 20, 3),
+                (17, 3, 4, 8)]
+
+
+@pytest.mark.parametrize("T, d, bq, bk", FLASH_SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_cost_equals_what_the_tiled_loops_compute_and_move(T, d, bq, bk, causal):
+    g = torch.Generator().manual_seed(T * 100 + d)
+    q, k, v, do = (torch.randn(T, d, generator=g, dtype=torch.float64) for _ in range(4))
+    fwd, hbm = FlopCounterMode(display=False), HBM()
+    with fwd:
+        o, lse = flash_forward_loop(q, k, v, bq, bk, causal, hbm)
+    mask = torch.ones(T, T, dtype=torch.bool).tril() if causal else None
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    expected = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=mask)
+    assert torch.allclose(o, expected, atol=1e-10)  # the loop is attention
+    assert ref.attention_cost(T, d, dtype=torch.float64, kind="flash", block_q=bq, block_k=bk,
+                              causal=causal) == {"flops": fwd.get_total_flops(), "hbm_bytes": hbm.bytes}
+    bwd, hbm = FlopCounterMode(display=False), HBM()
+    with bwd:
+        grads = flash_backward_loop(q, k, v, o, do, lse, bq, bk, causal, hbm)
+    expected.backward(do)
+    for mine, auto in zip(grads, (qg.grad, kg.grad, vg.grad)):
+        assert torch.allclose(mine, auto, atol=1e-5)  # and its backward is attention's (float32 L and D)
+    assert ref.attention_cost(T, d, dtype=torch.float64, kind="flash", block_q=bq, block_k=bk, causal=causal,
+                              backward=True) == {"flops": bwd.get_total_flops(), "hbm_bytes": hbm.bytes}
+
+
+def test_flash_cost_scales_with_heads_batch_and_element_size():
+    one = ref.attention_cost(100, 16, kind="flash", block_q=32, block_k=16, causal=True, dtype=torch.float16)
+    many = ref.attention_cost(100, 16, heads=3, batch=5, kind="flash", block_q=32, block_k=16, causal=True,
+                              dtype=torch.float16)
+    assert many == {"flops": 15 * one["flops"], "hbm_bytes": 15 * one["hbm_bytes"]}
+
+
+def test_causal_tiles_skip_about_half_the_work_only_when_tiles_are_small():
+    full = ref.attention_cost(1024, 64, kind="flash", block_q=64, block_k=64)["flops"]
+    assert ref.attention_cost(1024, 64, kind="flash", block_q=1024, block_k=1024, causal=True)["flops"] == full
+    kept = 1024 * 1025 // 2
+    assert ref.attention_cost(1024, 64, kind="flash", block_q=1, block_k=1, causal=True)["flops"] == 4 * kept * 64
+    tiled = ref.attention_cost(1024, 64, kind="flash", block_q=64, block_k=64, causal=True)["flops"]
+    assert 4 * kept * 64 < tiled < 0.6 * full
+
+
+def test_flash_moves_fewer_bytes_than_the_standard_kernel_for_the_same_matmul_flops():
+    for T, bq in ((64, 16), (100, 7), (4096, 128)):
+        std = ref.attention_cost(T, 8, kind="standard")
+        fl = ref.attention_cost(T, 8, kind="flash", block_q=bq, block_k=bq)
+        assert fl["flops"] == std["flops"] and fl["hbm_bytes"] < std["hbm_bytes"]
+
+
+def test_attention_cost_is_exact_beyond_int64_and_for_numpy_sizes():
+    cost = ref.attention_cost(2**20, 128, heads=96, batch=256, kind="standard")
+    assert cost["flops"] == 4 * 2**40 * 128 * 96 * 256 > 2**63 and type(cost["flops"]) is int
+    wide = ref.attention_cost(np.int64(2**20), np.int64(128), heads=np.int64(96), batch=np.int64(256))
+    assert wide == cost and all(type(x) is int for x in wide.values())
+
+
+@pytest.mark.parametrize("dtype", sorted({getattr(torch, n) for n in dir(torch)
+                                          if isinstance(getattr(torch, n), torch.dtype)}, key=str))
+def test_attention_cost_takes_the_element_size_of_any_dtype(dtype):
+    c1 = ref.attention_cost(8, 4, dtype=torch.uint8)["hbm_bytes"]
+    assert ref.attention_cost(8, 4, dtype=dtype)["hbm_bytes"] == c1 * dtype.itemsize
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"T": -1}, ValueError), ({"d": 0}, ValueError), ({"heads": 0}, ValueError), ({"batch": 0}, ValueError),
+    ({"block_q": 0}, ValueError), ({"block_k": 0}, ValueError), ({"kind": "linear"}, ValueError),
+    ({"T": 4.0}, TypeError), ({"d": True}, TypeError), ({"dtype": "float32"}, TypeError),
+    ({"causal": 1}, TypeError), ({"backward": None}, TypeError),
+])
+def test_attention_cost_rejects_bad_arguments(kwargs, error):
+    args = {"T": 8, "d": 4} | kwargs
+    with pytest.raises(error):
+        ref.attention_cost(**args)
+
+
+def test_roofline_time_is_the_larger_of_the_two_times():
+    assert ref.roofline_time(10**12, 10**9, 1e12, 1e12) == 1.0
+    assert ref.roofline_time(10**9, 2 * 10**12, 1e12, 1e12) == 2.0
+    assert ref.roofline_time(0, 0, 1.0, 1.0) == 0.0
+    assert ref.roofline_time(2**70, 1, 1e15, 1e12) == pytest.approx(2**70 / 1e15)
+    for bad in ((-1, 0, 1.0, 1.0), (0, -1, 1.0, 1.0), (1, 1, 0.0, 1.0), (1, 1, 1.0, -2.0),
+                (1, 1, math.inf, 1.0), (math.nan, 1, 1.0, 1.0)):
+        with pytest.raises(ValueError):
+            ref.roofline_time(*bad)
+
+
+# ---------------------------------------------------------------------------------------------------
 # attention_matrix_bytes and the 40 GB claim
 
 
@@ -291,7 +504,7 @@ def test_chunked_attention_rejects_bad_input_with_clear_errors():
 # case generators
 
 
-GENERATORS = ["attention_flops_cases", "attention_matrix_bytes_cases", "rnn_flops_cases", "loglog_slope_cases",
+GENERATORS = ["attention_cost_cases", "roofline_time_cases", "loglog_slope_cases",
               "chunked_attention_cases", "chunked_attention_memory_cases"]
 
 
@@ -300,15 +513,23 @@ def test_case_generators_are_deterministic_labelled_and_non_empty(name):
     assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), 3)
 
 
-def test_counting_cases_need_exact_integers_and_cover_every_parameter():
-    flops = cases_mod.attention_flops_cases(0)
-    assert any(c.kwargs.get("causal") and c.args[0] % 2 for c in flops)
-    assert any(len(c.args) > 2 for c in flops) and any("heads" in c.kwargs for c in flops)
-    assert any(int(float(n)) != n for n in (ref.attention_flops(*c.args, **c.kwargs) for c in flops))
-    assert any(int(float(n)) != n for n in (ref.rnn_flops(*c.args, **c.kwargs) for c in cases_mod.rnn_flops_cases(0)))
-    dtypes = {c.kwargs.get("dtype", c.args[3] if len(c.args) > 3 else torch.float32)
-              for c in cases_mod.attention_matrix_bytes_cases(0)}
-    assert dtypes >= {torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.bool}
+def test_counting_cases_need_exact_integers_every_element_size_and_fit_the_wire():
+    from grader.checks import MAX_INT_BITS
+    from solutions.cases.families import INT64_MAX
+
+    cases = [c for c in cases_mod.attention_cost_cases(0) if c.raises is None]
+    values = [v for c in cases for v in ref.attention_cost(*c.args, **c.kwargs).values()]
+    assert all(v.bit_length() <= MAX_INT_BITS for v in values)
+    assert any(v > INT64_MAX for v in values)  # int64 arithmetic wraps
+    assert any(int(float(v)) != v for v in values)  # float arithmetic rounds
+    sizes = {c.kwargs.get("dtype", torch.bfloat16).itemsize for c in cases}
+    assert sizes == {1, 2, 4, 8, 16}
+    assert any(type(c.args[0]).__module__ == "numpy" for c in cases)
+    kinds = {(c.kwargs.get("kind", "standard"), c.kwargs.get("causal", False), c.kwargs.get("backward", False))
+             for c in cases}
+    assert len(kinds) == 8
+    bad = [c for c in cases_mod.attention_cost_cases(0) if c.raises]
+    assert {c.raises for c in bad} == {"ValueError", "TypeError"}
 
 
 def test_loglog_noisy_cases_separate_least_squares_from_the_shortcuts():
@@ -348,7 +569,10 @@ def test_memory_cases_bound_memory_so_that_only_chunks_fit():
         n_batch = math.prod(q.shape[:-2])
         T_q, T_k = q.shape[-2], k.shape[-2]
         assert c.max_numel >= max(n_batch * chunk * T_k, q.numel(), k.numel(), v.numel()), c.label
-        assert T_q * T_k > 2 * c.max_numel, c.label  # a single head's matrix does not fit
+        mask = c.kwargs.get("mask")
+        if mask is None or mask.numel() < T_q * T_k:  # a (T_q, T_k) mask is itself one head's matrix
+            assert T_q * T_k > 2 * c.max_numel, c.label  # a single head's matrix does not fit
+        assert n_batch * T_q * T_k > 4 * c.max_numel, c.label  # all heads' matrix does not
         assert 8 * T_q * T_k * 4 > 8 * c.max_numel + 256 * 1024, c.label  # not even as numpy float32
         with LargestTensor() as meter:
             ref.chunked_attention(q, k, v, chunk, **c.kwargs)
@@ -361,7 +585,8 @@ def test_memory_cases_bound_memory_so_that_only_chunks_fit():
 
 def test_chunked_attention_is_checked_for_values_and_for_memory_with_sdpa_banned():
     checks = parse_checks(hidden_blocks()["test_chunked_attention"])
-    assert {c.cases.rpartition(":")[2] for c in checks} == {"chunked_attention_cases", "chunked_attention_memory_cases"}
+    assert {c.cases.rpartition(":")[2] for c in checks} == {"chunked_attention_cases", "chunked_attention_memory_cases",
+                                                                "chunked_attention_dtype_cases"}
     for check in checks:
         assert {"torch.nn.functional.scaled_dot_product_attention", "aten._scaled_dot_product*"} <= set(check.banned)
     memory = next(c for c in checks if c.cases.endswith("memory_cases"))

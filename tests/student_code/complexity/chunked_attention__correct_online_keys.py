@@ -7,8 +7,8 @@ def chunked_attention(q, k, v, chunk_size, mask=None):
     """Blocks of keys with an online softmax (FlashAttention's trick): also chunk_size x T scores."""
     T_q, T_k = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    if mask is not None and mask.dim() < 2:
-        mask = mask.expand(T_q, T_k)
+    if mask is not None:  # a view with T_k columns, so that every key block can slice its own
+        mask = mask.expand(*mask.shape[:-2], mask.shape[-2], T_k) if mask.dim() >= 2 else mask.expand(T_q, T_k)
     m = None
     for start in range(0, T_k, chunk_size):
         stop = min(start + chunk_size, T_k)

@@ -1,0 +1,7 @@
+def roofline_time(flops, hbm_bytes, peak_flops, bandwidth):
+    """Both times in float64 with numpy, the larger one as a Python float."""
+    counts = np.array([float(flops), float(hbm_bytes)])
+    rates = np.array([float(peak_flops), float(bandwidth)])
+    if not (np.isfinite(counts).all() and np.isfinite(rates).all()) or (counts < 0).any() or (rates <= 0).any():
+        raise ValueError("counts must be >= 0 and rates > 0, all finite")
+    return float(np.max(counts / rates))
