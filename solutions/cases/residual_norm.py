@@ -136,7 +136,7 @@ def layer_norm_cases(seed: int, dtype: str = "float32", double: bool = False) ->
         gamma, beta = _affine(g, d, dt)
         kwargs = {} if eps is None else {"eps": eps}
         grad_output = randn(g, *shape, dtype=dt) if grad else None
-        return Case(args=(x if layout is None else layout(x), gamma, beta), kwargs=kwargs, label=tag(label, dtype),
+        return Case(args=(x if layout is None else layout(x), gamma, beta), kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype),
                     grad_output=grad_output)
 
     if dtype == "float64":
@@ -211,7 +211,7 @@ def layer_norm_backward_cases(seed: int, dtype: str = "float32") -> list[Case]:
         go = randn(g, *shape, dtype=dt) if grad is None else grad
         gamma = randn(g, shape[-1], scale=0.5, shift=1.0, dtype=dt)
         kwargs = {} if eps is None else {"eps": eps}
-        return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, label=tag(label, dtype))
+        return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype))
 
     if dtype != "float32":
         return [case((3, 4, 16), "(B=3, T=4, d=16), a dense grad_out, default eps"),
@@ -251,7 +251,7 @@ def rms_norm_cases(seed: int, dtype: str = "float32") -> list[Case]:
         args, kwargs = (x if layout is None else layout(x), w), {}
         if eps is not None:
             args, kwargs = (args + (eps,), {}) if positional else (args, {"eps": eps})
-        return Case(args=args, kwargs=kwargs, label=tag(label, dtype),
+        return Case(args=args, kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype),
                     grad_output=randn(g, *shape, dtype=dt) if grad else None)
 
     if dtype in ("float16", "bfloat16"):
@@ -394,3 +394,129 @@ def block_cases(seed: int) -> list[Case]:
         case(2, 4, 6, 2, 5, "inputs of scale 5, d_ff=5 < d_model=6", scale=5.0),
         case(2, 5, 8, 2, 16, "gradient with respect to x, causal mask", mask=_causal(5), grad=True),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract: each clause of an exercise's statement -> the hidden cases that exercise it
+
+_H16, _B16 = " (float16)", " (bfloat16)"
+_HALF_LN = "half precision: (B=2, T=3, d=16), the result in x's dtype"
+_HALF_BWD = "(B=3, T=4, d=16), a dense grad_out, default eps"
+_HALF_RMS = "half precision: (B=2, T=3, d=16), the result in x's dtype"
+
+CONTRACT = {
+    "layer_norm": {
+        "gamma * (x - mean) / sqrt(var + eps) + beta over the last dim, per token":
+            ["rows of d=8 features, default eps", "d=9 features, more features than tokens", "float64, rows of d=6, default eps"],
+        "any number of leading dims": ["three leading dims (2, 3, 4), d=6", "d=2, leading dims (2, 3)"],
+        "the biased variance (divide by d)": ["d=4 (the biased variance divides by d, not d - 1)",
+                                              "d=1: every token normalises to 0, so the output is beta"],
+        "eps under the square root; eps by keyword": ["eps=0.5 passed by keyword (sqrt(var + eps), not std + eps)",
+                                                      "float64, eps=0.1 (sqrt(var + eps), not std + eps)"],
+        "the default eps is 1e-5 (tokens of tiny variance tell another eps apart)":
+            ["features of std 1e-3 with the default eps=1e-5 (eps is not negligible here)",
+             "float64, tiny variance (std 1e-3) around an offset of 3, eps=1e-5"],
+        "constant tokens give beta (no division by zero)": ["constant tokens (variance 0): the output is beta"],
+        "two passes: tokens around 1e4 with unit spread": [
+            "float32 tokens around 1e4 with unit spread (one-pass variance E[x^2] - E[x]^2 cancels)",
+            "float64 tokens around 1e8 with unit spread (one-pass variance cancels)", "large values: 100 + 10 * noise"],
+        "returns x's dtype for float16, bfloat16, float32, float64; half precision computed in float32":
+            [_HALF_LN + _H16, _HALF_LN + _B16, "float64, rows of d=6, default eps",
+             "half precision: tokens of spread 300, whose squared deviations overflow float16" + _H16,
+             "half precision: eps=0.25 by keyword" + _B16],
+        "gradients with respect to x, gamma and beta flow through the statistics":
+            ["gradients with respect to x, gamma and beta", "float64, gradients with respect to x, gamma and beta",
+             "float64, d=2, gradients (the mean and the variance depend on x too)"],
+        "non-contiguous and expanded x": ["a non-contiguous x (stride 2 along the features)",
+                                          "an expanded x (stride 0 along a new leading dim)"],
+        "returns a new tensor and leaves x unchanged": ["rows of d=8 features, default eps"],
+        "no built-in normalisation": ["ban:torch.nn.functional.layer_norm", "ban:torch.nn.functional.group_norm",
+                                      "ban:aten.native_layer_norm", "ban:torch.nn.functional.rms_norm"],
+    },
+    "layer_norm_backward": {
+        "dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = grad_out * gamma":
+            ["5 tokens of d=8, a dense grad_out, default eps", "d=4 (the biased variance, divide by d)",
+             "d=2, eps=0.01 (the mean and the variance terms of dx matter most)"],
+        "dgamma, dbeta of shape (d,) summed over every leading dim":
+            ["leading dims (2, 3): dgamma and dbeta sum over every token of every sequence",
+             "three leading dims (2, 2, 3), d=4"],
+        "no leading dims: a single token (d,)": ["a single token x of shape (d,) = (7,): dgamma = grad_out * x_hat, dbeta = grad_out"],
+        "eps by keyword, under the square root; default 1e-5":
+            ["eps=0.5 by keyword", "features of std 1e-3 with the default eps=1e-5 (eps under the square root matters)"],
+        "grad_out of any layout: stride-0 ones, transposed views":
+            ["grad_out of loss = y.sum(): ones with stride 0 (torch.ones(d).expand)",
+             "a non-contiguous grad_out (a transposed view)"],
+        "non-contiguous x": ["a non-contiguous x (stride 2 along the features)"],
+        "two passes: tokens around 1e4 with unit spread":
+            ["float32 tokens around 1e4 with unit spread (one-pass variance cancels)"],
+        "all three in x's dtype for the four floating dtypes; half precision in float32":
+            [_HALF_BWD + _H16, _HALF_BWD + _B16, _HALF_BWD + " (float64)", "d=6, eps=0.1 by keyword (float64)"],
+        "leaves grad_out and x unchanged": ["5 tokens of d=8, a dense grad_out, default eps"],
+        "no autograd and no built-in norm": ["ban:torch.autograd.grad", "ban:torch.Tensor.backward",
+                                             "ban:torch.autograd.backward", "ban:aten.native_layer_norm_backward",
+                                             "ban:torch.nn.functional.layer_norm"],
+        "checked against autograd and gradcheck": "visible only: the visible test runs autograd and gradcheck; the "
+                                                  "hidden cases compare with the reference, itself tested against both",
+    },
+    "rms_norm": {
+        "weight * x / sqrt(mean(x^2) + eps) over the last dim, equal to nn.RMSNorm(d, eps=eps)":
+            ["rows of d=8 features, default eps=1e-6", "float64: (T=4, d=6), default eps"],
+        "any number of leading dims": ["three leading dims (2, 3, 4), d=6"],
+        "no mean subtracted": ["tokens with a mean of 3: RMSNorm does not subtract the mean",
+                               "half precision: a mean of 2 (no mean is subtracted)" + _H16],
+        "eps under the square root, default 1e-6 (not nn.RMSNorm's None)":
+            ["a tiny root mean square (1e-4) with the default eps=1e-6: eps under the square root, and this default"],
+        "eps by keyword or positionally": ["eps=0.5 by keyword", "eps=0.25 given positionally", "float64: eps=0.1 by keyword"],
+        "the weight multiplies the normalised token": ["rows of d=8 features, default eps=1e-6",
+                                                       "d=1: every token becomes weight * sign(x) (up to eps)"],
+        "all-zero tokens give 0": ["all-zero tokens: the output is 0"],
+        "x's dtype for the four floating dtypes; half precision squared in float32":
+            [_HALF_RMS + _H16, _HALF_RMS + _B16, "float64: (T=4, d=6), default eps",
+             "half precision: entries of size ~300, whose squares overflow float16" + _H16],
+        "gradients flow to x and weight": ["gradients with respect to x and weight",
+                                           "float64: gradients with respect to x and weight"],
+        "any strides": ["a non-contiguous x (stride 2 along the features)"],
+        "returns a new tensor, x unchanged": ["rows of d=8 features, default eps=1e-6"],
+        "no built-in norm": ["ban:torch.nn.functional.rms_norm", "ban:torch.nn.functional.layer_norm"],
+    },
+    "FeedForward": {
+        "linear2(relu(linear1(x))), state_dict linear1.{weight,bias} (d_ff, d_model), linear2.* (d_model, d_ff)":
+            ["batch of 2, T=5, d_model=8, d_ff=32", "leading dims (2, 3), T=4, d_ff=3 < d_model=5"],
+        "any leading dims, a single token": ["one sequence without batch dim, T=7, d_model=6, d_ff=10",
+                                             "T=1, inputs of scale 3"],
+        "a ReLU has no upper clip (activations above 6)":
+            ["inputs of scale 40: hidden activations far above 6 (a ReLU has no upper clip)"],
+        "gradients flow to the input": ["gradient with respect to the input"],
+        "any strides": ["a non-contiguous x (stride 2)"],
+        "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
+    },
+    "SwiGLU": {
+        "down_proj(silu(gate_proj(x)) * up_proj(x)), SiLU on the gate branch":
+            ["batch of 2, T=5, d_model=8, d_ff=16", "inputs of scale 3: gate pre-activations of both signs up to ~10"],
+        "three bias-free linears gate_proj, up_proj (d_ff, d_model), down_proj (d_model, d_ff); d_ff as given":
+            ["d_model=12, d_ff=32 = 8/3 * 12: the width is d_ff as given", "d_ff=4 < d_model=6"],
+        "any leading dims": ["one sequence without batch dim, T=7, d_model=6, d_ff=10",
+                             "leading dims (2, 3), T=4, d_model=5, d_ff=12"],
+        "gradients flow to the input": ["gradient with respect to the input"],
+        "any strides": ["a non-contiguous x (stride 2)"],
+        "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
+    },
+}
+
+_BLOCK = {
+    "the block wiring, equal to nn.TransformerEncoderLayer with the same weights":
+        ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16", "inputs of scale 5, d_ff=5 < d_model=6"],
+    "a (T, T) mask, True = may attend": ["causal (T, T) mask: B=3, T=6, d_model=12, n_heads=3",
+                                         "T=1: a single token, one head"],
+    "a (B, T, T) mask, one per sequence, heads of a sequence together":
+        ["(B, T, T) random masks, a different one per sequence, n_heads=2",
+         "(B, T, T) key-padding masks, lengths 6 and 3, n_heads=4"],
+    "state_dict: the twelve stated names and shapes (loaded with strict=True)":
+        ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16", "causal (T, T) mask: B=3, T=6, d_model=12, n_heads=3"],
+    "gradients flow to x": ["gradient with respect to x, causal mask"],
+    "only the wiring is graded: ReLU pre-activations kept in (0, 6)": ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16"],
+    "keeps no state between calls": "visible only: the visible tests call one block several times with different "
+                                    "masks; each hidden case builds a fresh module",
+}
+CONTRACT["PostNormBlock"] = dict(_BLOCK)
+CONTRACT["PreNormBlock"] = dict(_BLOCK)
