@@ -172,6 +172,7 @@ def layer_norm_cases(seed: int, dtype: str = "float32", double: bool = False) ->
         case((2, 3, 5), "gradients with respect to x, gamma and beta", grad=True),
         case((4, 6), "a non-contiguous x (stride 2 along the features)", layout=non_contiguous),
         case((5, 6), "an expanded x (stride 0 along a new leading dim)", layout=lambda x: expanded(x[0], 5)),
+        case((4, 3, 6), "a transposed x (B and T swapped in memory)", layout=lambda x: x.transpose(0, 1)),
     ]
 
 
@@ -214,8 +215,12 @@ def layer_norm_backward_cases(seed: int, dtype: str = "float32") -> list[Case]:
         return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype))
 
     if dtype != "float32":
-        return [case((3, 4, 16), "(B=3, T=4, d=16), a dense grad_out, default eps"),
-                case((5, 6), "d=6, eps=0.1 by keyword", eps=0.1)]
+        out = [case((3, 4, 16), "(B=3, T=4, d=16), a dense grad_out, default eps"),
+               case((5, 6), "d=6, eps=0.1 by keyword", eps=0.1)]
+        if dtype == "float16":
+            out.append(case((4, 8), "tokens of spread 300, whose squared deviations overflow float16; grad_out of "
+                            "scale 300", scale=300.0, grad=randn(g, 4, 8, scale=300.0, dtype=dt)))
+        return out
     transposed = randn(g, 7, 3, 5).transpose(0, 1)  # (3, 7, 5) with non-unit strides
     return [
         case((5, 8), "5 tokens of d=8, a dense grad_out, default eps"),
@@ -331,6 +336,7 @@ def swiglu_cases(seed: int) -> list[Case]:
         case((2, 5, 8), 16, "inputs of scale 3: gate pre-activations of both signs up to ~10", scale=3.0),
         case((2, 4, 6), 12, "gradient with respect to the input", grad=True),
         case((2, 5, 8), 16, "a non-contiguous x (stride 2)", layout=non_contiguous),
+        case((5, 2, 8), 16, "a transposed x (B and T swapped in memory)", layout=lambda x: x.transpose(0, 1)),
     ]
 
 
@@ -428,7 +434,8 @@ CONTRACT = {
             ["gradients with respect to x, gamma and beta", "float64, gradients with respect to x, gamma and beta",
              "float64, d=2, gradients (the mean and the variance depend on x too)"],
         "non-contiguous and expanded x": ["a non-contiguous x (stride 2 along the features)",
-                                          "an expanded x (stride 0 along a new leading dim)"],
+                                          "an expanded x (stride 0 along a new leading dim)",
+                                          "a transposed x (B and T swapped in memory)"],
         "returns a new tensor and leaves x unchanged": ["rows of d=8 features, default eps"],
         "no built-in normalisation": ["ban:torch.nn.functional.layer_norm", "ban:torch.nn.functional.group_norm",
                                       "ban:aten.native_layer_norm", "ban:torch.nn.functional.rms_norm"],
@@ -450,7 +457,8 @@ CONTRACT = {
         "two passes: tokens around 1e4 with unit spread":
             ["float32 tokens around 1e4 with unit spread (one-pass variance cancels)"],
         "all three in x's dtype for the four floating dtypes; half precision in float32":
-            [_HALF_BWD + _H16, _HALF_BWD + _B16, _HALF_BWD + " (float64)", "d=6, eps=0.1 by keyword (float64)"],
+            [_HALF_BWD + _H16, _HALF_BWD + _B16, _HALF_BWD + " (float64)", "d=6, eps=0.1 by keyword (float64)",
+             "tokens of spread 300, whose squared deviations overflow float16; grad_out of scale 300" + _H16],
         "leaves grad_out and x unchanged": ["5 tokens of d=8, a dense grad_out, default eps"],
         "no autograd and no built-in norm": ["ban:torch.autograd.grad", "ban:torch.Tensor.backward",
                                              "ban:torch.autograd.backward", "ban:aten.native_layer_norm_backward",
@@ -498,7 +506,7 @@ CONTRACT = {
         "any leading dims": ["one sequence without batch dim, T=7, d_model=6, d_ff=10",
                              "leading dims (2, 3), T=4, d_model=5, d_ff=12"],
         "gradients flow to the input": ["gradient with respect to the input"],
-        "any strides": ["a non-contiguous x (stride 2)"],
+        "any strides": ["a non-contiguous x (stride 2)", "a transposed x (B and T swapped in memory)"],
         "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
     },
 }
