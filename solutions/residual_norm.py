@@ -1,7 +1,7 @@
 """Chapter 6, residual connections and LayerNorm: the reference implementations.
 
-Read top to bottom, in the chapter's order: layer normalisation written out; the position-wise
-feed-forward network; the two ways of wiring attention, the feed-forward network, residual connections
+Read top to bottom, in the chapter's order: layer normalisation written out, its backward pass by
+hand, RMSNorm; the position-wise feed-forward network and its SwiGLU variant; the two ways of wiring attention, the feed-forward network, residual connections
 and LayerNorm into a Transformer block, post-norm (the original Transformer) and pre-norm.
 
 The blocks are numerically equal to ``nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0,
@@ -19,6 +19,11 @@ import torch
 import torch.nn as nn
 
 
+def _opmath(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the precision the statistics are computed in: float32 for float16/bfloat16, else x's own."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Layer normalisation over the last dimension: ``gamma * (x - mean) / sqrt(var + eps) + beta``.
 
@@ -33,7 +38,9 @@ def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: fl
         eps: added to the variance, keeps the division finite for (nearly) constant tokens.
 
     Returns:
-        A new tensor of ``x``'s shape and dtype.
+        A new tensor of ``x``'s shape and dtype (float16/bfloat16 computed in float32, rounded once). The
+        variance is taken in two passes (centre, then square): ``E[x^2] - E[x]^2`` loses every digit for
+        tokens around 1e4 with unit spread.
 
     Raises:
         ValueError: when ``gamma`` or ``beta`` is not a vector of length ``d``.
@@ -42,11 +49,84 @@ def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: fl
     for name, p in (("gamma", gamma), ("beta", beta)):
         if p.shape != (d,):
             raise ValueError(f"{name} must have shape (d,) = ({d},), one entry per feature, got {tuple(p.shape)}")
-    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
-    centred = x - mean  # (..., d)
+    xf = _opmath(x)  # float16/bfloat16: the statistics in float32
+    mean = xf.mean(dim=-1, keepdim=True)  # (..., 1)
+    centred = xf - mean  # (..., d): two passes, so a large common offset cancels before squaring
     var = (centred * centred).mean(dim=-1, keepdim=True)  # (..., 1), biased: divide by d
     x_hat = centred / torch.sqrt(var + eps)  # (..., d), mean 0 and variance ~1 per token
-    return gamma * x_hat + beta
+    return (_opmath(gamma) * x_hat + _opmath(beta)).to(x.dtype)
+
+
+def layer_norm_backward(grad_out: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor,
+                        eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward pass of :func:`layer_norm`, written by hand (no autograd).
+
+    With ``x_hat = (x - mean) * rstd``, ``rstd = 1 / sqrt(var + eps)`` per token and ``g = grad_out * gamma``
+    (the gradient that reaches ``x_hat``), the chain rule through the mean and the variance gives, per token,
+
+        ``dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))``   (means over the d features),
+
+    and, summed over every token (every leading dim), ``dgamma = sum(grad_out * x_hat)``,
+    ``dbeta = sum(grad_out)``. The two mean terms are the gradient through ``mean`` and through ``var``.
+
+    Args:
+        grad_out: ``(..., d)``, the gradient of the loss with respect to ``layer_norm``'s output; any
+            strides (an expanded or transposed view is fine).
+        x: ``(..., d)``, the input of the forward pass, same shape as ``grad_out``.
+        gamma: ``(d,)``.
+        eps: the forward pass's eps.
+
+    Returns:
+        ``(dx, dgamma, dbeta)``: ``dx`` of ``x``'s shape, ``dgamma`` and ``dbeta`` of shape ``(d,)``, all in
+        ``x``'s dtype; float16/bfloat16 are computed in float32 and rounded once at the end.
+
+    Raises:
+        ValueError: when ``grad_out`` and ``x`` differ in shape or ``gamma`` is not ``(d,)``.
+    """
+    d = x.shape[-1]
+    if grad_out.shape != x.shape:
+        raise ValueError(f"grad_out must have x's shape {tuple(x.shape)}, got {tuple(grad_out.shape)}")
+    if gamma.shape != (d,):
+        raise ValueError(f"gamma must have shape (d,) = ({d},), got {tuple(gamma.shape)}")
+    xf, gf, gam = _opmath(x), _opmath(grad_out), _opmath(gamma)
+    mean = xf.mean(dim=-1, keepdim=True)
+    centred = xf - mean
+    rstd = torch.rsqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    x_hat = centred * rstd
+    g = gf * gam  # dL/dx_hat
+    dx = rstd * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))
+    lead = tuple(range(x.dim() - 1))  # every dim but the features
+    dgamma = (gf * x_hat).sum(dim=lead) if lead else gf * x_hat
+    dbeta = gf.sum(dim=lead) if lead else gf.clone()
+    return dx.to(x.dtype), dgamma.to(x.dtype), dbeta.to(x.dtype)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Root-mean-square normalisation over the last dimension: ``weight * x / sqrt(mean(x^2) + eps)``.
+
+    No mean is subtracted and there is no bias (Zhang & Sennrich, 2019). Equal to
+    ``nn.RMSNorm(d, eps=eps)`` with ``weight`` as its weight. The default ``eps = 1e-6`` is Llama's;
+    ``nn.RMSNorm``'s own default (``eps=None``) is the machine epsilon of float32 (of float64 for float64
+    inputs), which is *not* this function's default. The mean of squares of float16/bfloat16 inputs is
+    taken in float32 (``x * x`` overflows float16 from |x| > 256) and the result is rounded once.
+
+    Args:
+        x: ``(..., d)``, any floating dtype, any strides.
+        weight: the gain, ``(d,)``.
+        eps: added to the mean of squares, under the square root.
+
+    Returns:
+        A new tensor of ``x``'s shape and dtype.
+
+    Raises:
+        ValueError: when ``weight`` is not ``(d,)``.
+    """
+    d = x.shape[-1]
+    if weight.shape != (d,):
+        raise ValueError(f"weight must have shape (d,) = ({d},), one entry per feature, got {tuple(weight.shape)}")
+    xf = _opmath(x)
+    ms = (xf * xf).mean(dim=-1, keepdim=True)  # (..., 1), the mean square of each token
+    return (_opmath(weight) * (xf / torch.sqrt(ms + eps))).to(x.dtype)
 
 
 class FeedForward(nn.Module):
@@ -64,6 +144,32 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., d_model) -> (..., d_model)``."""
         return self.linear2(torch.relu(self.linear1(x)))  # (..., d_ff) in between
+
+
+class SwiGLU(nn.Module):
+    """The SwiGLU feed-forward network (Shazeer, 2020): ``down_proj(silu(gate_proj(x)) * up_proj(x))``.
+
+    Three bias-free linear maps, named as in Llama's MLP: ``gate_proj`` and ``up_proj`` are
+    ``nn.Linear(d_model, d_ff, bias=False)``, ``down_proj`` is ``nn.Linear(d_ff, d_model, bias=False)``. The SiLU
+    (Swish with beta = 1) is applied to the *gate* branch only; the up branch enters the product linearly.
+    With ``d_ff = 8/3 * d_model`` it has the parameters of a ReLU FFN of width ``4 * d_model`` (without biases).
+    """
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., d_model) -> (..., d_model)``, every token on its own."""
+        return self.down_proj(torch.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))  # (..., d_ff) inside
+
+
+def swiglu_hidden(d_model: int, multiple_of: int = 256) -> int:
+    """Llama's width for a SwiGLU FFN: ``2/3`` of ``4 * d_model``, rounded *up* to a multiple of ``multiple_of``."""
+    hidden = int(2 * (4 * d_model) / 3)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
 def mha_mask(mask: torch.Tensor | None, x: torch.Tensor, n_heads: int) -> torch.Tensor | None:

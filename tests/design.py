@@ -7,7 +7,7 @@ EXERCISES = {
     "ch03_scaling": ["dot_product_variance", "softmax_entropy", "softmax_jacobian"],
     "ch04_masks": ["causal_mask", "padding_mask", "attention_mask", "masked_softmax", "causal_attention"],
     "ch05_multihead": ["split_heads", "merge_heads", "heads_attention", "MultiHeadAttention", "mha_param_count"],
-    "ch06_residual_norm": ["layer_norm", "FeedForward", "PostNormBlock", "PreNormBlock"],
+    "ch06_residual_norm": ["layer_norm", "layer_norm_backward", "rms_norm", "FeedForward", "SwiGLU", "PostNormBlock", "PreNormBlock"],
     "ch07_backprop": ["softmax_backward", "attention_backward", "AttentionFunction", "CrossAttentionFunction"],
     "ch08_complexity": ["attention_cost", "roofline_time", "loglog_slope", "chunked_attention"],
     "ch09_flash": ["online_softmax", "flash_attention_forward", "flash_attention_backward"],

@@ -1,7 +1,9 @@
 """Chapter 6 (residual connections and LayerNorm): the reference against independent oracles, and the
 hidden checks.
 
-Oracles: ``torch.nn.functional.layer_norm`` and ``nn.LayerNorm`` (values and autograd gradients),
+Oracles: ``torch.nn.functional.layer_norm`` and ``nn.LayerNorm`` (values and autograd gradients; the
+hand-written backward against autograd and ``gradcheck``), ``nn.RMSNorm``, SwiGLU written from Shazeer's
+equation with einsum,
 ``nn.TransformerEncoderLayer(norm_first=False/True, dropout=0, batch_first=True)`` with copied weights,
 with and without masks, and hand-computed values. Then the built-in wrappers and case generators of
 ``solutions/cases/residual_norm.py``, and the notebook's hidden checks against right and wrong blocks.
@@ -320,7 +322,10 @@ def test_renaming_round_trips():
 
 
 GENERATORS = [("layer_norm_cases", {}), ("layer_norm_cases", {"double": True}), ("feed_forward_cases", {}),
-              ("block_cases", {})]
+              ("block_cases", {}), ("layer_norm_offset_cases", {}), ("swiglu_cases", {}),
+              *[(name, {"dtype": dt}) for name in ("layer_norm_cases", "rms_norm_cases", "layer_norm_backward_cases")
+                for dt in ("float16", "bfloat16", "float32", "float64")],
+              ("layer_norm_backward_cases", {"dtype": "offset"})]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7])
@@ -399,3 +404,150 @@ def test_layer_norm_checks_fail_the_unbiased_variance():
     for check in parse_checks(hidden_blocks()["test_layer_norm"]):
         with pytest.raises(CheckFailed):
             run_local(check, unbiased)
+
+
+# ---------------------------------------------------------------------------------------------------
+# layer_norm_backward, rms_norm, SwiGLU against independent oracles
+
+
+@pytest.mark.parametrize("shape, eps", [((5, 8), 1e-5), ((2, 3, 6), 0.1), ((7,), 1e-5), ((2, 2, 3, 4), 0.5),
+                                        ((4, 2), 0.01)])
+def test_layer_norm_backward_equals_autograd_of_f_layer_norm(shape, eps):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(*shape, dtype=torch.float64, generator=g, requires_grad=True)
+    gamma = (1 + 0.5 * torch.randn(shape[-1], dtype=torch.float64, generator=g)).requires_grad_()
+    beta = torch.randn(shape[-1], dtype=torch.float64, generator=g, requires_grad=True)
+    go = torch.randn(*shape, dtype=torch.float64, generator=g)
+    F.layer_norm(x, shape[-1:], gamma, beta, eps=eps).backward(go)
+    dx, dgamma, dbeta = ref.layer_norm_backward(go, x.detach(), gamma.detach(), eps)
+    torch.testing.assert_close(dx, x.grad, atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(dgamma, gamma.grad, atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(dbeta, beta.grad, atol=1e-12, rtol=1e-10)
+
+
+def test_layer_norm_backward_passes_gradcheck_as_the_backward_of_an_autograd_function():
+    class ByHand(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, gamma, beta):
+            ctx.save_for_backward(x, gamma)
+            return ref.layer_norm(x, gamma, beta, 0.01)
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            x, gamma = ctx.saved_tensors
+            return ref.layer_norm_backward(grad_out, x, gamma, 0.01)
+
+    g = torch.Generator().manual_seed(4)
+    args = (torch.randn(2, 3, 5, dtype=torch.float64, generator=g, requires_grad=True),
+            torch.randn(5, dtype=torch.float64, generator=g, requires_grad=True),
+            torch.randn(5, dtype=torch.float64, generator=g, requires_grad=True))
+    assert torch.autograd.gradcheck(ByHand.apply, args)
+
+
+def test_layer_norm_backward_takes_stride_zero_and_half_precision_grad_out():
+    x = torch.randn(3, 4, 6)
+    gamma = torch.randn(6)
+    dx, dgamma, dbeta = ref.layer_norm_backward(torch.ones(6).expand(3, 4, 6), x, gamma)
+    xr = x.clone().requires_grad_()
+    ref.layer_norm(xr, gamma, torch.zeros(6)).sum().backward()
+    torch.testing.assert_close(dx, xr.grad, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(dbeta, torch.full((6,), 12.0))
+    half = ref.layer_norm_backward(torch.ones(3, 4, 6, dtype=torch.float16), x.half(), gamma.half())
+    assert all(t.dtype == torch.float16 for t in half)
+    torch.testing.assert_close(half[0].float(), dx, atol=1e-2, rtol=1e-2)
+
+
+def test_rms_norm_equals_nn_rms_norm_with_eps_1e6_and_documents_torchs_default():
+    g = torch.Generator().manual_seed(5)
+    for dtype in (torch.float32, torch.float64):
+        x = (torch.randn(2, 5, 8, generator=g) + 1.0).to(dtype)
+        module = nn.RMSNorm(8, eps=1e-6, dtype=dtype)
+        with torch.no_grad():
+            module.weight.copy_(1 + 0.5 * torch.randn(8, generator=g))
+            torch.testing.assert_close(ref.rms_norm(x, module.weight), module(x))
+    tiny = 1e-4 * torch.randn(3, 8, generator=g)
+    ones = torch.ones(8)
+    with torch.no_grad():
+        torch.testing.assert_close(ref.rms_norm(tiny, ones), nn.RMSNorm(8, eps=1e-6)(tiny))
+        # nn.RMSNorm's default eps=None is float32's machine epsilon, not 1e-6: far apart for a tiny token
+        assert not torch.allclose(ref.rms_norm(tiny, ones), nn.RMSNorm(8)(tiny), atol=1e-2)
+        torch.testing.assert_close(ref.rms_norm(tiny, ones, torch.finfo(torch.float32).eps), nn.RMSNorm(8)(tiny))
+
+
+def test_rms_norm_squares_half_precision_in_float32():
+    x = 300 * torch.randn(4, 8)
+    y = ref.rms_norm(x.half(), torch.ones(8, dtype=torch.float16))
+    assert y.dtype == torch.float16 and torch.isfinite(y).all()
+    torch.testing.assert_close(y.float(), ref.rms_norm(x, torch.ones(8)), atol=1e-2, rtol=1e-2)
+
+
+def test_swiglu_equals_shazeers_equation_written_with_einsum():
+    torch.manual_seed(6)
+    m = ref.SwiGLU(6, 16)
+    assert sorted(n for n, _ in m.named_parameters()) == ["down_proj.weight", "gate_proj.weight", "up_proj.weight"]
+    assert sum(p.numel() for p in m.parameters()) == 3 * 6 * 16
+    x = torch.randn(2, 3, 6)
+    W, V, W2 = m.gate_proj.weight.T, m.up_proj.weight.T, m.down_proj.weight.T  # (d, d_ff), (d, d_ff), (d_ff, d)
+    xw = torch.einsum("btd,df->btf", x, W)
+    expected = torch.einsum("btf,fd->btd", xw * torch.sigmoid(xw) * torch.einsum("btd,df->btf", x, V), W2)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), expected)
+
+
+def test_llama_width_is_two_thirds_of_4d_rounded_up_to_a_multiple():
+    assert ref.swiglu_hidden(4096) == 11008  # Llama 7B's intermediate size
+    assert ref.swiglu_hidden(5120) == 13824  # Llama 13B
+    for d in (64, 512, 4096):
+        assert ref.swiglu_hidden(d) % 256 == 0 and ref.swiglu_hidden(d) >= 8 * d / 3
+
+
+def test_block_cases_keep_relu_in_its_linear_range_so_a_wrong_feed_forward_costs_only_its_exercise():
+    for c in cases_mod.block_cases(seed=5) + cases_mod.block_cases(seed=6):
+        for block_cls in (ref.PostNormBlock, ref.PreNormBlock):
+            block = block_cls(*c.init)
+            block.load_state_dict(c.state)
+            seen = []
+            block.ffn.linear1.register_forward_hook(lambda mod, inp, out: seen.append(out.detach()))
+            with torch.no_grad():
+                block.eval()(*c.args)
+            assert 0 < float(seen[0].min()) and float(seen[0].max()) < 6, c.label
+
+    class ClippedFeedForward(ref.FeedForward):  # a FeedForward mistake: ReLU6
+        def forward(self, x):
+            return self.linear2(F.relu6(self.linear1(x)))
+
+    class PreWithClipped(ref.PreNormBlock):
+        def __init__(self, d_model, n_heads, d_ff):
+            super().__init__(d_model, n_heads, d_ff)
+            self.ffn = ClippedFeedForward(d_model, d_ff)
+
+    for check in parse_checks(hidden_blocks()["test_PreNormBlock"]):
+        run_local(check, PreWithClipped)  # the block's points are not lost
+    for check in parse_checks(hidden_blocks()["test_FeedForward"]):
+        with pytest.raises(CheckFailed, match="above 6"):
+            run_local(check, ClippedFeedForward)
+
+
+def test_new_checks_fail_the_classic_mistakes():
+    def one_pass(x, gamma, beta, eps=1e-5):
+        m = x.mean(-1, keepdim=True)
+        return (x - m) / ((x * x).mean(-1, keepdim=True) - m * m + eps).sqrt() * gamma + beta
+
+    def eps_outside(x, weight, eps=1e-6):
+        return weight * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps)
+
+    def no_mean_terms(grad_out, x, gamma, eps=1e-5):
+        dx, dgamma, dbeta = ref.layer_norm_backward(grad_out, x, gamma, eps)
+        rstd = torch.rsqrt(x.var(-1, keepdim=True, correction=0) + eps)
+        return (grad_out * gamma * rstd).to(x.dtype), dgamma, dbeta
+
+    blocks = hidden_blocks()
+    for test, wrong in (("test_layer_norm", one_pass), ("test_rms_norm", eps_outside),
+                        ("test_layer_norm_backward", no_mean_terms)):
+        failed = 0
+        for check in parse_checks(blocks[test]):
+            try:
+                run_local(check, wrong)
+            except CheckFailed:
+                failed += 1
+        assert failed >= 1, test

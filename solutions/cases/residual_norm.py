@@ -18,6 +18,8 @@ import torch.nn as nn
 
 from grader.checks import Case
 
+from solutions.cases.families import DTYPES, expanded, non_contiguous, randn, tag
+
 # ---------------------------------------------------------------------------------------------------
 # nn.TransformerEncoderLayer under the chapter's parameter names
 
@@ -111,27 +113,33 @@ def _padding_masks(B: int, T: int, lengths: list[int]) -> torch.Tensor:
 # layer_norm
 
 
-def layer_norm_cases(seed: int, double: bool = False) -> list[Case]:
-    """float32 cases (``double=False``) or float64 cases held to a tight tolerance (``double=True``).
+def _affine(g: torch.Generator, d: int, dt: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    return randn(g, d, scale=0.5, shift=1.0, dtype=dt), randn(g, d, dtype=dt)
+
+
+def layer_norm_cases(seed: int, dtype: str = "float32", double: bool = False) -> list[Case]:
+    """Cases in one dtype of the matrix (``double=True`` is ``dtype="float64"``, kept for old checks).
 
     Gains and biases are random (a missing gamma or beta shows), sizes are small (the biased and the
     unbiased variance differ by d / (d - 1)), and some cases have a large ``eps`` or a tiny variance
-    (``sqrt(var + eps)`` and ``std + eps`` differ there).
+    (``sqrt(var + eps)`` and ``std + eps`` differ there, and so does another default eps).
     """
+    if double:
+        dtype = "float64"
     g = torch.Generator().manual_seed(seed)
-    dt = torch.float64 if double else torch.float32
+    dt = DTYPES[dtype]
 
     def case(shape: tuple[int, ...], label: str, eps: float | None = None, scale: float = 1.0,
-             offset: float = 0.0, grad: bool = False) -> Case:
+             offset: float = 0.0, grad: bool = False, layout=None) -> Case:
         d = shape[-1]
-        x = _randn(g, *shape, scale=scale, dtype=dt) + offset
-        gamma = 1.0 + _randn(g, d, scale=0.5, dtype=dt)
-        beta = _randn(g, d, dtype=dt)
+        x = randn(g, *shape, scale=scale, shift=offset, dtype=dt)
+        gamma, beta = _affine(g, d, dt)
         kwargs = {} if eps is None else {"eps": eps}
-        grad_output = _randn(g, *shape, dtype=dt) if grad else None
-        return Case(args=(x, gamma, beta), kwargs=kwargs, label=label, grad_output=grad_output)
+        grad_output = randn(g, *shape, dtype=dt) if grad else None
+        return Case(args=(x if layout is None else layout(x), gamma, beta), kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype),
+                    grad_output=grad_output)
 
-    if double:
+    if dtype == "float64":
         return [
             case((4, 6), "float64, rows of d=6, default eps"),
             case((3, 5), "float64, eps=0.1 (sqrt(var + eps), not std + eps)", eps=0.1),
@@ -140,6 +148,13 @@ def layer_norm_cases(seed: int, double: bool = False) -> list[Case]:
             case((2, 4, 5), "float64, gradients with respect to x, gamma and beta", grad=True),
             case((3, 2), "float64, d=2, gradients (the mean and the variance depend on x too)", eps=0.01,
                  grad=True),
+        ]
+    if dtype in ("float16", "bfloat16"):
+        return [
+            case((2, 3, 16), "half precision: (B=2, T=3, d=16), the result in x's dtype"),
+            case((4, 8), "half precision: tokens of spread 300, whose squared deviations overflow float16",
+                 scale=300.0),
+            case((3, 12), "half precision: eps=0.25 by keyword", eps=0.25),
         ]
     constant = torch.full((3, 5), 2.5)
     return [
@@ -152,10 +167,122 @@ def layer_norm_cases(seed: int, double: bool = False) -> list[Case]:
         case((4, 7), "features of std 1e-3 with the default eps=1e-5 (eps is not negligible here)",
              scale=1e-3),
         case((3, 5), "large values: 100 + 10 * noise", scale=10.0, offset=100.0),
-        Case(args=(constant, 1.0 + _randn(g, 5, scale=0.5), _randn(g, 5)),
-             label="constant tokens (variance 0): the output is beta"),
+        Case(args=(constant, *_affine(g, 5, dt)), label="constant tokens (variance 0): the output is beta"),
         case((3, 9), "d=9 features, more features than tokens"),
         case((2, 3, 5), "gradients with respect to x, gamma and beta", grad=True),
+        case((4, 6), "a non-contiguous x (stride 2 along the features)", layout=non_contiguous),
+        case((5, 6), "an expanded x (stride 0 along a new leading dim)", layout=lambda x: expanded(x[0], 5)),
+        case((4, 3, 6), "a transposed x (B and T swapped in memory)", layout=lambda x: x.transpose(0, 1)),
+    ]
+
+
+def layer_norm_offset_cases(seed: int) -> list[Case]:
+    """Tokens far from zero with unit spread: ``E[x^2] - E[x]^2`` subtracts two numbers of size 1e8 (float32) or
+    1e16 (float64) and keeps no digit of the variance, while centring first keeps it. Two-pass results in float32
+    agree only to about 2e-3 here (the mean itself is rounded), so the check's tolerance is 1e-2."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for dtype, offset, label in (("float32", 1e4, "float32 tokens around 1e4 with unit spread (one-pass variance "
+                                                   "E[x^2] - E[x]^2 cancels)"),
+                                 ("float64", 1e8, "float64 tokens around 1e8 with unit spread (one-pass variance "
+                                                   "cancels)")):
+        dt = DTYPES[dtype]
+        out.append(Case(args=(randn(g, 6, 16, shift=offset, dtype=dt), *_affine(g, 16, dt)), label=label))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# layer_norm_backward
+
+
+def layer_norm_backward_cases(seed: int, dtype: str = "float32") -> list[Case]:
+    """Gradient-like ``grad_out`` of every layout: dense random, the stride-0 ones of ``loss = y.sum()``, a
+    transposed view; leading dims of every rank (``dgamma``/``dbeta`` sum over all of them); a single token.
+    ``dtype="offset"``: tokens around 1e4 (float32) with unit spread, checked at 1e-2 (see the forward)."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == "offset":
+        x = randn(g, 6, 16, shift=1e4)
+        return [Case(args=(randn(g, 6, 16), x, randn(g, 16, scale=0.5, shift=1.0)),
+                     label="float32 tokens around 1e4 with unit spread (one-pass variance cancels)")]
+    dt = DTYPES[dtype]
+
+    def case(shape: tuple[int, ...], label: str, eps: float | None = None, scale: float = 1.0,
+             grad=None, x_layout=None) -> Case:
+        x = randn(g, *shape, scale=scale, dtype=dt)
+        go = randn(g, *shape, dtype=dt) if grad is None else grad
+        gamma = randn(g, shape[-1], scale=0.5, shift=1.0, dtype=dt)
+        kwargs = {} if eps is None else {"eps": eps}
+        return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype))
+
+    if dtype != "float32":
+        out = [case((3, 4, 16), "(B=3, T=4, d=16), a dense grad_out, default eps"),
+               case((5, 6), "d=6, eps=0.1 by keyword", eps=0.1)]
+        if dtype == "float16":
+            out.append(case((4, 8), "tokens of spread 300, whose squared deviations overflow float16; grad_out of "
+                            "scale 300", scale=300.0, grad=randn(g, 4, 8, scale=300.0, dtype=dt)))
+        return out
+    transposed = randn(g, 7, 3, 5).transpose(0, 1)  # (3, 7, 5) with non-unit strides
+    return [
+        case((5, 8), "5 tokens of d=8, a dense grad_out, default eps"),
+        case((2, 3, 6), "leading dims (2, 3): dgamma and dbeta sum over every token of every sequence"),
+        case((2, 2, 3, 4), "three leading dims (2, 2, 3), d=4"),
+        case((7,), "a single token x of shape (d,) = (7,): dgamma = grad_out * x_hat, dbeta = grad_out"),
+        case((6, 4), "d=4 (the biased variance, divide by d)"),
+        case((4, 2), "d=2, eps=0.01 (the mean and the variance terms of dx matter most)", eps=0.01),
+        case((3, 5), "eps=0.5 by keyword", eps=0.5),
+        case((4, 7), "features of std 1e-3 with the default eps=1e-5 (eps under the square root matters)",
+             scale=1e-3),
+        case((4, 6), "grad_out of loss = y.sum(): ones with stride 0 (torch.ones(d).expand)",
+             grad=torch.ones(6).expand(4, 6)),
+        case((3, 7, 5), "a non-contiguous grad_out (a transposed view)", grad=transposed),
+        case((4, 6), "a non-contiguous x (stride 2 along the features)", x_layout=non_contiguous),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# rms_norm
+
+
+def rms_norm_cases(seed: int, dtype: str = "float32") -> list[Case]:
+    """Inputs with a non-zero mean (subtracting it shows), a tiny root mean square (eps outside the square root,
+    or another default eps, shows), random weights (the weight applied before normalising shows)."""
+    g = torch.Generator().manual_seed(seed)
+    dt = DTYPES[dtype]
+
+    def case(shape: tuple[int, ...], label: str, eps: float | None = None, scale: float = 1.0, shift: float = 0.0,
+             grad: bool = False, layout=None, positional: bool = False) -> Case:
+        x = randn(g, *shape, scale=scale, shift=shift, dtype=dt)
+        w = randn(g, shape[-1], scale=0.5, shift=1.0, dtype=dt)
+        args, kwargs = (x if layout is None else layout(x), w), {}
+        if eps is not None:
+            args, kwargs = (args + (eps,), {}) if positional else (args, {"eps": eps})
+        return Case(args=args, kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype),
+                    grad_output=randn(g, *shape, dtype=dt) if grad else None)
+
+    if dtype in ("float16", "bfloat16"):
+        return [
+            case((2, 3, 16), "half precision: (B=2, T=3, d=16), the result in x's dtype"),
+            case((4, 8), "half precision: entries of size ~300, whose squares overflow float16", scale=300.0),
+            case((3, 8), "half precision: a mean of 2 (no mean is subtracted)", shift=2.0),
+        ]
+    if dtype == "float64":
+        return [
+            case((4, 6), "float64: (T=4, d=6), default eps"),
+            case((3, 5), "float64: eps=0.1 by keyword", eps=0.1),
+            case((2, 4, 5), "float64: gradients with respect to x and weight", grad=True),
+        ]
+    return [
+        case((5, 8), "rows of d=8 features, default eps=1e-6"),
+        case((2, 3, 4, 6), "three leading dims (2, 3, 4), d=6"),
+        case((4, 6), "tokens with a mean of 3: RMSNorm does not subtract the mean", shift=3.0),
+        case((4, 7), "a tiny root mean square (1e-4) with the default eps=1e-6: eps under the square root, and "
+             "this default", scale=1e-4),
+        case((3, 6), "eps=0.5 by keyword", eps=0.5),
+        case((3, 6), "eps=0.25 given positionally", eps=0.25, positional=True),
+        case((4, 1), "d=1: every token becomes weight * sign(x) (up to eps)"),
+        Case(args=(torch.zeros(2, 5), randn(g, 5, scale=0.5, shift=1.0)), label="all-zero tokens: the output is 0"),
+        case((2, 3, 5), "gradients with respect to x and weight", grad=True),
+        case((4, 6), "a non-contiguous x (stride 2 along the features)", layout=non_contiguous),
     ]
 
 
@@ -172,6 +299,44 @@ def feed_forward_cases(seed: int) -> list[Case]:
         Case(args=(_randn(g, 3, 1, 4, scale=3.0),), init=(4, 16), label="T=1, inputs of scale 3"),
         Case(args=(_randn(g, 2, 4, 6),), init=(6, 12), label="gradient with respect to the input",
              grad_output=_randn(g, 2, 4, 6)),
+        Case(args=(_randn(g, 2, 5, 8, scale=40.0),), init=(8, 16),
+             label="inputs of scale 40: hidden activations far above 6 (a ReLU has no upper clip)"),
+        Case(args=(non_contiguous(_randn(g, 2, 5, 8)),), init=(8, 16), label="a non-contiguous x (stride 2)"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# SwiGLU
+
+
+def _swiglu_state(g: torch.Generator, d_model: int, d_ff: int) -> dict[str, torch.Tensor]:
+    return {"gate_proj.weight": _randn(g, d_ff, d_model, scale=d_model ** -0.5 * 2),
+            "up_proj.weight": _randn(g, d_ff, d_model, scale=d_model ** -0.5),
+            "down_proj.weight": _randn(g, d_model, d_ff, scale=d_ff ** -0.5)}
+
+
+def swiglu_cases(seed: int) -> list[Case]:
+    """``init = (d_model, d_ff)``; random weights (the gate with pre-activations of both signs and of size up to
+    ~6, where SiLU, GELU and a sigmoid gate all differ)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def case(shape: tuple[int, ...], d_ff: int, label: str, grad: bool = False, layout=None,
+             scale: float = 1.0) -> Case:
+        d = shape[-1]
+        x = _randn(g, *shape, scale=scale)
+        return Case(args=(x if layout is None else layout(x),), init=(d, d_ff), state=_swiglu_state(g, d, d_ff),
+                    label=label, grad_output=_randn(g, *shape) if grad else None)
+
+    return [
+        case((2, 5, 8), 16, "batch of 2, T=5, d_model=8, d_ff=16"),
+        case((7, 6), 10, "one sequence without batch dim, T=7, d_model=6, d_ff=10"),
+        case((2, 3, 4, 5), 12, "leading dims (2, 3), T=4, d_model=5, d_ff=12"),
+        case((2, 4, 12), 32, "d_model=12, d_ff=32 = 8/3 * 12: the width is d_ff as given"),
+        case((3, 4, 6), 4, "d_ff=4 < d_model=6"),
+        case((2, 5, 8), 16, "inputs of scale 3: gate pre-activations of both signs up to ~10", scale=3.0),
+        case((2, 4, 6), 12, "gradient with respect to the input", grad=True),
+        case((2, 5, 8), 16, "a non-contiguous x (stride 2)", layout=non_contiguous),
+        case((5, 2, 8), 16, "a transposed x (B and T swapped in memory)", layout=lambda x: x.transpose(0, 1)),
     ]
 
 
@@ -181,21 +346,36 @@ def feed_forward_cases(seed: int) -> list[Case]:
 
 def _block_state(g: torch.Generator, d_model: int, d_ff: int) -> dict[str, torch.Tensor]:
     """Random weights under the chapter's names: non-trivial LayerNorm gains and biases, attention
-    biases that are not zero (``nn.MultiheadAttention`` starts them at 0)."""
-    return {
+    biases that are not zero (``nn.MultiheadAttention`` starts them at 0).
+
+    The feed-forward weights keep every pre-activation of ``ffn.linear1`` inside (0.5, 5.5) whatever the
+    block feeds it (its input is always a LayerNorm output, of norm at most ``max|gamma| sqrt(d) + |beta|``).
+    There ReLU is the identity, so a FeedForward that clips at 6, or forgets the ReLU, or uses a leaky one,
+    computes the same as the right one: the block checks grade the wiring only, and a mistake in exercise
+    FeedForward costs that exercise's point, not the blocks' too. The FFN stays input-dependent
+    (``W2 (W1 h + b1) + b2``), so feeding it the wrong tensor still shows.
+    """
+    state = {
         "attn.in_proj_weight": _randn(g, 3 * d_model, d_model, scale=d_model ** -0.5),
         "attn.in_proj_bias": _randn(g, 3 * d_model, scale=0.2),
         "attn.out_proj.weight": _randn(g, d_model, d_model, scale=d_model ** -0.5),
         "attn.out_proj.bias": _randn(g, d_model, scale=0.2),
-        "ffn.linear1.weight": _randn(g, d_ff, d_model, scale=d_model ** -0.5),
-        "ffn.linear1.bias": _randn(g, d_ff, scale=0.2),
-        "ffn.linear2.weight": _randn(g, d_model, d_ff, scale=d_ff ** -0.5),
-        "ffn.linear2.bias": _randn(g, d_model, scale=0.2),
         "norm1.weight": 1.0 + _randn(g, d_model, scale=0.3),
         "norm1.bias": _randn(g, d_model, scale=0.3),
         "norm2.weight": 1.0 + _randn(g, d_model, scale=0.3),
         "norm2.bias": _randn(g, d_model, scale=0.3),
     }
+    bound = max(float(state[f"norm{i}.weight"].abs().max()) * d_model ** 0.5
+                + float(state[f"norm{i}.bias"].norm()) for i in (1, 2))  # the norm of any LayerNorm output
+    w1 = _randn(g, d_ff, d_model)
+    w1 = w1 / w1.norm(dim=1, keepdim=True) * (2.0 / bound)  # |W1 h| <= 2 for every row
+    state.update({
+        "ffn.linear1.weight": w1,
+        "ffn.linear1.bias": 3.0 + 0.5 * (2 * torch.rand(d_ff, generator=g, dtype=torch.float64) - 1).float(),
+        "ffn.linear2.weight": _randn(g, d_model, d_ff, scale=d_ff ** -0.5),
+        "ffn.linear2.bias": _randn(g, d_model, scale=0.2),
+    })
+    return state
 
 
 def block_cases(seed: int) -> list[Case]:
@@ -220,3 +400,131 @@ def block_cases(seed: int) -> list[Case]:
         case(2, 4, 6, 2, 5, "inputs of scale 5, d_ff=5 < d_model=6", scale=5.0),
         case(2, 5, 8, 2, 16, "gradient with respect to x, causal mask", mask=_causal(5), grad=True),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract: each clause of an exercise's statement -> the hidden cases that exercise it
+
+_H16, _B16 = " (float16)", " (bfloat16)"
+_HALF_LN = "half precision: (B=2, T=3, d=16), the result in x's dtype"
+_HALF_BWD = "(B=3, T=4, d=16), a dense grad_out, default eps"
+_HALF_RMS = "half precision: (B=2, T=3, d=16), the result in x's dtype"
+
+CONTRACT = {
+    "layer_norm": {
+        "gamma * (x - mean) / sqrt(var + eps) + beta over the last dim, per token":
+            ["rows of d=8 features, default eps", "d=9 features, more features than tokens", "float64, rows of d=6, default eps"],
+        "any number of leading dims": ["three leading dims (2, 3, 4), d=6", "d=2, leading dims (2, 3)"],
+        "the biased variance (divide by d)": ["d=4 (the biased variance divides by d, not d - 1)",
+                                              "d=1: every token normalises to 0, so the output is beta"],
+        "eps under the square root; eps by keyword": ["eps=0.5 passed by keyword (sqrt(var + eps), not std + eps)",
+                                                      "float64, eps=0.1 (sqrt(var + eps), not std + eps)"],
+        "the default eps is 1e-5 (tokens of tiny variance tell another eps apart)":
+            ["features of std 1e-3 with the default eps=1e-5 (eps is not negligible here)",
+             "float64, tiny variance (std 1e-3) around an offset of 3, eps=1e-5"],
+        "constant tokens give beta (no division by zero)": ["constant tokens (variance 0): the output is beta"],
+        "two passes: tokens around 1e4 with unit spread": [
+            "float32 tokens around 1e4 with unit spread (one-pass variance E[x^2] - E[x]^2 cancels)",
+            "float64 tokens around 1e8 with unit spread (one-pass variance cancels)", "large values: 100 + 10 * noise"],
+        "returns x's dtype for float16, bfloat16, float32, float64; half precision computed in float32":
+            [_HALF_LN + _H16, _HALF_LN + _B16, "float64, rows of d=6, default eps",
+             "half precision: tokens of spread 300, whose squared deviations overflow float16" + _H16,
+             "half precision: eps=0.25 by keyword" + _B16],
+        "gradients with respect to x, gamma and beta flow through the statistics":
+            ["gradients with respect to x, gamma and beta", "float64, gradients with respect to x, gamma and beta",
+             "float64, d=2, gradients (the mean and the variance depend on x too)"],
+        "non-contiguous and expanded x": ["a non-contiguous x (stride 2 along the features)",
+                                          "an expanded x (stride 0 along a new leading dim)",
+                                          "a transposed x (B and T swapped in memory)"],
+        "returns a new tensor and leaves x unchanged": ["rows of d=8 features, default eps"],
+        "no built-in normalisation": ["ban:torch.nn.functional.layer_norm", "ban:torch.nn.functional.group_norm",
+                                      "ban:aten.native_layer_norm", "ban:torch.nn.functional.rms_norm"],
+    },
+    "layer_norm_backward": {
+        "dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = grad_out * gamma":
+            ["5 tokens of d=8, a dense grad_out, default eps", "d=4 (the biased variance, divide by d)",
+             "d=2, eps=0.01 (the mean and the variance terms of dx matter most)"],
+        "dgamma, dbeta of shape (d,) summed over every leading dim":
+            ["leading dims (2, 3): dgamma and dbeta sum over every token of every sequence",
+             "three leading dims (2, 2, 3), d=4"],
+        "no leading dims: a single token (d,)": ["a single token x of shape (d,) = (7,): dgamma = grad_out * x_hat, dbeta = grad_out"],
+        "eps by keyword, under the square root; default 1e-5":
+            ["eps=0.5 by keyword", "features of std 1e-3 with the default eps=1e-5 (eps under the square root matters)"],
+        "grad_out of any layout: stride-0 ones, transposed views":
+            ["grad_out of loss = y.sum(): ones with stride 0 (torch.ones(d).expand)",
+             "a non-contiguous grad_out (a transposed view)"],
+        "non-contiguous x": ["a non-contiguous x (stride 2 along the features)"],
+        "two passes: tokens around 1e4 with unit spread":
+            ["float32 tokens around 1e4 with unit spread (one-pass variance cancels)"],
+        "all three in x's dtype for the four floating dtypes; half precision in float32":
+            [_HALF_BWD + _H16, _HALF_BWD + _B16, _HALF_BWD + " (float64)", "d=6, eps=0.1 by keyword (float64)",
+             "tokens of spread 300, whose squared deviations overflow float16; grad_out of scale 300" + _H16],
+        "leaves grad_out and x unchanged": ["5 tokens of d=8, a dense grad_out, default eps"],
+        "no autograd and no built-in norm": ["ban:torch.autograd.grad", "ban:torch.Tensor.backward",
+                                             "ban:torch.autograd.backward", "ban:aten.native_layer_norm_backward",
+                                             "ban:torch.nn.functional.layer_norm"],
+        "checked against autograd and gradcheck": "visible only: the visible test runs autograd and gradcheck; the "
+                                                  "hidden cases compare with the reference, itself tested against both",
+    },
+    "rms_norm": {
+        "weight * x / sqrt(mean(x^2) + eps) over the last dim, equal to nn.RMSNorm(d, eps=eps)":
+            ["rows of d=8 features, default eps=1e-6", "float64: (T=4, d=6), default eps"],
+        "any number of leading dims": ["three leading dims (2, 3, 4), d=6"],
+        "no mean subtracted": ["tokens with a mean of 3: RMSNorm does not subtract the mean",
+                               "half precision: a mean of 2 (no mean is subtracted)" + _H16],
+        "eps under the square root, default 1e-6 (not nn.RMSNorm's None)":
+            ["a tiny root mean square (1e-4) with the default eps=1e-6: eps under the square root, and this default"],
+        "eps by keyword or positionally": ["eps=0.5 by keyword", "eps=0.25 given positionally", "float64: eps=0.1 by keyword"],
+        "the weight multiplies the normalised token": ["rows of d=8 features, default eps=1e-6",
+                                                       "d=1: every token becomes weight * sign(x) (up to eps)"],
+        "all-zero tokens give 0": ["all-zero tokens: the output is 0"],
+        "x's dtype for the four floating dtypes; half precision squared in float32":
+            [_HALF_RMS + _H16, _HALF_RMS + _B16, "float64: (T=4, d=6), default eps",
+             "half precision: entries of size ~300, whose squares overflow float16" + _H16],
+        "gradients flow to x and weight": ["gradients with respect to x and weight",
+                                           "float64: gradients with respect to x and weight"],
+        "any strides": ["a non-contiguous x (stride 2 along the features)"],
+        "returns a new tensor, x unchanged": ["rows of d=8 features, default eps=1e-6"],
+        "no built-in norm": ["ban:torch.nn.functional.rms_norm", "ban:torch.nn.functional.layer_norm"],
+    },
+    "FeedForward": {
+        "linear2(relu(linear1(x))), state_dict linear1.{weight,bias} (d_ff, d_model), linear2.* (d_model, d_ff)":
+            ["batch of 2, T=5, d_model=8, d_ff=32", "leading dims (2, 3), T=4, d_ff=3 < d_model=5"],
+        "any leading dims, a single token": ["one sequence without batch dim, T=7, d_model=6, d_ff=10",
+                                             "T=1, inputs of scale 3"],
+        "a ReLU has no upper clip (activations above 6)":
+            ["inputs of scale 40: hidden activations far above 6 (a ReLU has no upper clip)"],
+        "gradients flow to the input": ["gradient with respect to the input"],
+        "any strides": ["a non-contiguous x (stride 2)"],
+        "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
+    },
+    "SwiGLU": {
+        "down_proj(silu(gate_proj(x)) * up_proj(x)), SiLU on the gate branch":
+            ["batch of 2, T=5, d_model=8, d_ff=16", "inputs of scale 3: gate pre-activations of both signs up to ~10"],
+        "three bias-free linears gate_proj, up_proj (d_ff, d_model), down_proj (d_model, d_ff); d_ff as given":
+            ["d_model=12, d_ff=32 = 8/3 * 12: the width is d_ff as given", "d_ff=4 < d_model=6"],
+        "any leading dims": ["one sequence without batch dim, T=7, d_model=6, d_ff=10",
+                             "leading dims (2, 3), T=4, d_model=5, d_ff=12"],
+        "gradients flow to the input": ["gradient with respect to the input"],
+        "any strides": ["a non-contiguous x (stride 2)", "a transposed x (B and T swapped in memory)"],
+        "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
+    },
+}
+
+_BLOCK = {
+    "the block wiring, equal to nn.TransformerEncoderLayer with the same weights":
+        ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16", "inputs of scale 5, d_ff=5 < d_model=6"],
+    "a (T, T) mask, True = may attend": ["causal (T, T) mask: B=3, T=6, d_model=12, n_heads=3",
+                                         "T=1: a single token, one head"],
+    "a (B, T, T) mask, one per sequence, heads of a sequence together":
+        ["(B, T, T) random masks, a different one per sequence, n_heads=2",
+         "(B, T, T) key-padding masks, lengths 6 and 3, n_heads=4"],
+    "state_dict: the twelve stated names and shapes (loaded with strict=True)":
+        ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16", "causal (T, T) mask: B=3, T=6, d_model=12, n_heads=3"],
+    "gradients flow to x": ["gradient with respect to x, causal mask"],
+    "only the wiring is graded: ReLU pre-activations kept in (0, 6)": ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16"],
+    "keeps no state between calls": "visible only: the visible tests call one block several times with different "
+                                    "masks; each hidden case builds a fresh module",
+}
+CONTRACT["PostNormBlock"] = dict(_BLOCK)
+CONTRACT["PreNormBlock"] = dict(_BLOCK)
