@@ -27,6 +27,7 @@ import math
 import torch
 
 from grader.checks import Case
+from solutions.cases.families import DTYPES, non_contiguous, randn, tag
 from solutions.flash import naive_attention
 
 #: Slack on the memory bound of memory cases.
@@ -183,3 +184,74 @@ def flash_backward_cases(seed: int, memory: bool = False) -> list[Case]:
     cases.append(Case(args=_backward_args(g, (2,), 24, 40, 8, 8, False, scale=2.0),
                       kwargs={"block_q": 8, "block_k": 16}, label="peaked attention (scores ~ 16), blocks 8 x 16"))
     return cases
+
+
+# ---------------------------------------------------------------------------------------------------
+# triton_attention_forward (the Triton exercise, run by Triton's interpreter on the CPU)
+#
+# The interpreter is slow (each tl operation is a numpy call on a whole tile), so the value cases are a few
+# heads of a few dozen positions. The launcher fixes the tiles at 16 queries x 32 keys there, so T = 37 has
+# a partial last block of queries and of keys, and T_k = 20 is one partial key block. Under the interpreter a kernel's tiles are numpy arrays: the memory
+# case bounds what numpy allocates (``max_numel`` also bounds Python-side allocations at 8 bytes per
+# element plus an allowance), so a kernel that loads a whole row of keys at once fails it.
+
+#: (B, H, T_q, T_k, d, causal, label) of the value cases; every dtype runs all of them.
+_TRITON_VALUES = [
+    (1, 2, 37, 37, 16, False, "(B, H) = (1, 2), T = 37: a partial last block of queries and of keys"),
+    (1, 2, 37, 37, 16, True, "causal, (B, H) = (1, 2), T = 37"),
+    (2, 1, 20, 45, 16, True, "causal with T_q = 20 < T_k = 45 (the last keys are seen by no query)"),
+    (1, 1, 45, 20, 32, True, "causal with T_q = 45 > T_k = 20 (the last queries see every key), d = 32"),
+    (1, 1, 7, 50, 16, False, "cross-attention T_q = 7, T_k = 50"),
+    (1, 1, 64, 64, 16, True, "causal, T = 64: whole blocks only"),
+    (1, 1, 1, 1, 16, True, "T = 1: one query and one key"),
+]
+
+
+def triton_forward_cases(seed: int, dtype: str = "float32", memory: bool = False) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    if memory:
+        # the interpreter's first call of a kernel object parses and rewrites its source (megabytes of Python
+        # objects, once): a small unbounded case first, so the bound sees only the kernel's own arrays
+        warm = Case(args=tuple(randn(g, 1, 1, 1, 16) for _ in range(3)),
+                    label="memory check's first call: T = 1, not bounded (the interpreter sets the kernel up)")
+        return [warm] + [_triton_memory_case(g, *spec) for spec in _TRITON_MEMORY]
+    cases = []
+    for B, H, T_q, T_k, d, causal, label in _TRITON_VALUES:
+        q, k, v = (randn(g, B, H, T, d, dtype=dtype) for T in (T_q, T_k, T_k))
+        cases.append(Case(args=(q, k, v), kwargs={"causal": causal}, label=tag(label, dtype)))
+    # the running maximum rises from one key block to the next: forgetting a rescale shows
+    q, k, v = (randn(g, 1, 1, T, 16, dtype=torch.float64) for T in (24, 48, 48))
+    k = k * torch.linspace(0.2, 3.0, 48, dtype=torch.float64)[:, None]
+    cases.append(Case(args=tuple(t.to(DTYPES[dtype]) for t in (q, k, v)),
+                      label=tag("keys growing along T (the running max rises block after block), T_k = 48", dtype)))
+    # every score of every row far below zero (about -144): a running maximum started at 0 underflows
+    base = randn(g, 16, dtype=torch.float64).abs() + 1.0
+    base = base / base.norm() * 24.0
+    q = (base + randn(g, 1, 1, 20, 16, scale=0.05, dtype=torch.float64)).to(DTYPES[dtype])
+    k = (-base + randn(g, 1, 1, 40, 16, scale=0.05, dtype=torch.float64)).to(DTYPES[dtype])
+    v = randn(g, 1, 1, 40, 16, dtype=dtype)
+    cases.append(Case(args=(q, k, v), kwargs={"causal": True},
+                      label=tag("extreme rows: every score below -100 (about -144), causal, T = 20 x 40", dtype)))
+    # the same values in strided views: (B, T, H, d) memory seen as (B, H, T, d)
+    q, k, v = (non_contiguous(randn(g, 1, 2, T, 16, dtype=dtype)) for T in (21, 30, 30))
+    cases.append(Case(args=(q, k, v), kwargs={"causal": True},
+                      label=tag("non-contiguous q, k, v (stride 2 along d), causal, T_q = 21, T_k = 30", dtype)))
+    return cases
+
+
+#: (T_q, T_k, d, causal) of the memory cases: one head whose keys are far longer than a tile.
+_TRITON_MEMORY = [(16, 2048, 16, False), (48, 4096, 16, True)]
+#: The memory bound: the largest tensor the launcher creates is the output (at most 768 elements here), and
+#: numpy may allocate 8 bytes per bounded element plus a 256 KiB allowance (the interpreter's own arrays take
+#: about 150 KiB); a kernel that loads all keys at once needs a (T_k, d) tile of pointers (int64: 256 KiB at
+#: T_k = 2048), another of keys and a (16, T_k) row block of scores, beyond the bound.
+TRITON_MAX_NUMEL = 8192
+
+
+def _triton_memory_case(g, T_q, T_k, d, causal) -> Case:
+    q, k, v = (randn(g, 1, 1, T, d) for T in (T_q, T_k, T_k))
+    return Case(args=(q, k, v), kwargs={"causal": causal}, max_numel=TRITON_MAX_NUMEL,
+                label=(f"memory: {'causal, ' if causal else ''}T_q = {T_q}, T_k = {T_k}, d = {d}; one row block of "
+                       f"scores against all keys has {16 * T_k:,} entries, and no tensor may exceed "
+                       f"{TRITON_MAX_NUMEL:,} elements (numpy arrays: {8 * TRITON_MAX_NUMEL:,} bytes plus "
+                       "256 KiB in all)"))
