@@ -240,11 +240,11 @@ def triton_forward_cases(seed: int, dtype: str = "float32", memory: bool = False
 
 
 #: (T_q, T_k, d, causal) of the memory cases: one head whose keys are far longer than a tile.
-_TRITON_MEMORY = [(16, 2048, 16, False), (48, 4096, 16, True)]
+_TRITON_MEMORY = [(16, 1024, 16, False), (48, 4096, 16, True)]
 #: The memory bound: the largest tensor the launcher creates is the output (at most 768 elements here), and
 #: numpy may allocate 8 bytes per bounded element plus a 256 KiB allowance (the interpreter's own arrays take
-#: about 150 KiB); a kernel that loads all keys at once needs a (T_k, d) tile of pointers (int64: 256 KiB at
-#: T_k = 2048), another of keys and a (16, T_k) row block of scores, beyond the bound.
+#: about 150 to 200 KiB); a kernel that loads all keys of a row at once needs a (T_k, d) tile of pointers
+#: (int64: 512 KiB at T_k = 4096), another of keys and a (16, T_k) row block of scores, beyond the bound.
 TRITON_MAX_NUMEL = 8192
 
 
