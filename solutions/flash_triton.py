@@ -737,7 +737,8 @@ def launch_attention_forward(kernel, q: torch.Tensor, k: torch.Tensor, v: torch.
     if d not in EXERCISE_HEAD_DIMS or T_q == 0 or T_k == 0:
         raise ValueError(f"d must be one of {EXERCISE_HEAD_DIMS} and T_q, T_k >= 1; got d={d}, T_q={T_q}, T_k={T_k}")
     if q.dtype not in (torch.float32, torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"q, k, v must share one dtype among float32, float16, bfloat16; got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise ValueError(f"q, k, v must share one dtype among float32, float16, bfloat16; "
+                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
     block_m, block_n = EXERCISE_BLOCKS["cuda" if q.is_cuda else "interpreter"]
     q3, k3, v3 = (t.reshape(B * H, t.shape[2], d).contiguous() for t in (q, k, v))  # copies only when strided
     out = torch.empty_like(q3)

@@ -46,19 +46,8 @@ def _bound(*numels: int) -> int:
 # online_softmax
 
 
-#: (rows, n, block_size) of online_softmax's memory case: the output is rows * n elements, a block rows * block_size.
-_SOFTMAX_MEMORY = (8, 6000, 500)
-
-
-def online_softmax_cases(seed: int, dtype: str = "float32", memory: bool = False) -> list[Case]:
+def online_softmax_cases(seed: int, dtype: str = "float32") -> list[Case]:
     g = torch.Generator().manual_seed(seed)
-    if memory:
-        rows, n, block = _SOFTMAX_MEMORY
-        live = rows * n + 6 * rows * block + 4096  # the output, a few block temporaries
-        return [Case(args=(randn(g, rows, n, scale=4.0), block), max_numel=_bound(rows * n), max_live=live,
-                     label=(f"memory: ({rows}, {n}) in blocks of {block}: the output has {rows * n:,} elements and at "
-                            f"most {live:,} may be alive at once, so no second full-size temporary "
-                            "(exp of the whole row, x minus its maximum)"))]
     if dtype != "float32":
         masked = randn(g, 3, 30, scale=3.0, dtype=dtype)
         masked[0, :8] = float("-inf")
@@ -239,7 +228,8 @@ def flash_backward_cases(seed: int, memory: bool = False) -> list[Case]:
 #
 # The interpreter is slow (each tl operation is a numpy call on a whole tile), so the value cases are a few
 # heads of a few dozen positions. The launcher fixes the tiles at 16 queries x 32 keys there, so T = 37 has
-# a partial last block of queries and of keys, and T_k = 20 is one partial key block. Under the interpreter a kernel's tiles are numpy arrays: the memory
+# a partial last block of queries and of keys, and T_k = 20 is one partial key block. Under the interpreter
+# a kernel's tiles are numpy arrays: the memory
 # case bounds what numpy allocates (``max_numel`` also bounds Python-side allocations at 8 bytes per
 # element plus an allowance), so a kernel that loads a whole row of keys at once fails it.
 
@@ -330,10 +320,12 @@ CONTRACT = {
         "keeps x's dtype: float16, bfloat16, float32, float64":
             [*_SOFTMAX_DTYPES, "shape (5, 37), block_size=8 (the last block has 5 entries)", "float64, shape (3, 29)"],
         "any layout of x (a strided view)": ["a non-contiguous x (stride 2 along the row)"],
-        "streams: apart from the output, no temporary larger than (rows, block_size)": ["memory"],
+        "streams: apart from the output, no temporary larger than (rows, block_size)":
+            "not gradable: the output is as large as x, and a correct answer that concatenates its output blocks "
+            "holds two full-size tensors at once, as many as a whole-row softmax does (x - max, then exp)",
         "the maximum is updated block by block rather than taken up front":
             "not gradable: a maximum taken up front in one reduction gives the same values and needs no more "
-            "memory (a (rows,) tensor); the memory clause above is what is graded",
+            "memory (a (rows,) tensor)",
         "does not call torch.softmax, its log_softmax versions or torch.logsumexp":
             ["ban:torch.softmax", "ban:torch.logsumexp", "ban:aten._softmax"],
         "returns a new tensor and leaves x unchanged": ["shape (5, 37), block_size=8 (the last block has 5 entries)"],
@@ -397,7 +389,8 @@ CONTRACT = {
              "causal with T_q = 45 > T_k = 20 (the last queries see every key), d = 32"],
         "causal, top-left aligned: the diagonal blocks masked, the blocks after it skipped":
             ["causal, (B, H) = (1, 2), T = 37", "causal with T_q = 20 < T_k = 45 (the last keys are seen by no query)",
-             "causal with T_q = 45 > T_k = 20 (the last queries see every key), d = 32", "causal, T = 64: whole blocks only"],
+             "causal with T_q = 45 > T_k = 20 (the last queries see every key), d = 32",
+             "causal, T = 64: whole blocks only"],
         "T_q != T_k, and a single position": ["cross-attention T_q = 7, T_k = 50", "T = 1: one query and one key"],
         "float16 inputs: out in float16, lse in float32; float32 inputs: both float32":
             [tag("(B, H) = (1, 2), T = 37: a partial last block of queries and of keys", "float16"),
@@ -405,7 +398,8 @@ CONTRACT = {
         "stable when every score of a row is far below zero":
             ["extreme rows: every score below -100 (about -144), causal, T = 20 x 40",
              tag("extreme rows: every score below -100 (about -144), causal, T = 20 x 40", "float16")],
-        "strided inputs (the launcher copies them)": ["non-contiguous q, k, v (stride 2 along d), causal, T_q = 21, T_k = 30"],
+        "strided inputs (the launcher copies them)":
+            ["non-contiguous q, k, v (stride 2 along d), causal, T_q = 21, T_k = 30"],
         "tiles only: never all keys of a row at once (NumPy arrays bounded in the interpreter), causal or not":
             ["memory"],
         "blocks at or before the diagonal run without a mask":

@@ -22,7 +22,8 @@ def triton_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if d not in (16, 32, 64, 128) or T_q == 0 or T_k == 0:
         raise ValueError(f"d must be one of 16, 32, 64, 128 and T_q, T_k >= 1; got d={d}, T_q={T_q}, T_k={T_k}")
     if q.dtype not in (torch.float32, torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"q, k, v must share one dtype among float32, float16, bfloat16; got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise ValueError(f"q, k, v must share one dtype among float32, float16, bfloat16; "
+                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
     block_m, block_n = (64, 64) if q.is_cuda else (16, 32)  # fixed tiles: small ones for the interpreter
     q3, k3, v3 = (t.reshape(B * H, t.shape[2], d).contiguous() for t in (q, k, v))  # one head after another
     out = torch.empty_like(q3)
@@ -96,5 +97,6 @@ def attention_forward_kernel(
         m_i = m_new
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
     keep = offs_m < T_q
-    tl.store(O + bh * T_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_i[:, None]).to(O.dtype.element_ty), mask=keep[:, None])
+    o_ptrs = O + bh * T_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    tl.store(o_ptrs, (acc / l_i[:, None]).to(O.dtype.element_ty), mask=keep[:, None])
     tl.store(LSE + bh * T_q + offs_m, lse, mask=keep)
