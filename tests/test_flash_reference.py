@@ -424,3 +424,21 @@ def test_the_notebooks_kernel_is_the_answer_key_line_for_line():
     strip_doc = lambda text: [ln for ln in text.split('"""')[0::2]]  # noqa: E731 -- the docstrings may differ
     assert strip_doc(given_nb)[0].strip() == strip_doc(given)[0].strip()
     assert strip_doc(given_nb)[-1].strip() == strip_doc(given)[-1].strip()
+
+
+def test_without_triton_the_setup_cell_says_how_to_install_it_and_only_exercise_4_fails(monkeypatch, capsys):
+    import importlib.util
+
+    nb = nbformat.read(Path(ref.__file__).parents[1] / "book" / "ch09_flash" / "flash.ipynb", as_version=4)
+    setup = next(c.source for c in nb.cells if c.cell_type == "code")
+    (ex,) = [e for e in cells.exercises(nb) if e.name == "triton_attention_forward"]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    namespace: dict = {"__name__": "__student__"}
+    exec(compile(setup, "<setup>", "exec"), namespace)
+    assert "pip install 'triton>=3,<4'" in capsys.readouterr().out
+    exec(compile(ex.solution.source, "<exercise 4>", "exec"), namespace)  # the kernel cell still runs
+    q = torch.randn(1, 1, 4, 16)
+    with pytest.raises(RuntimeError, match=r"^Exercise 4 needs Triton: run `pip install"):
+        namespace["triton_attention_forward"](q, q, q)
