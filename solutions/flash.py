@@ -290,6 +290,31 @@ class FlashAttention(torch.autograd.Function):
 
 
 # ---------------------------------------------------------------------------------------------------
+# the Triton exercise (the kernel and its launcher live in solutions.flash_triton)
+
+
+def triton_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Triton exercise's function, answered: the launcher with the answer-key kernel.
+
+    ``q`` ``(B, H, T_q, d)``, ``k``, ``v`` ``(B, H, T_k, d)`` (float32 or float16; bfloat16 on a GPU),
+    ``d`` in (16, 32, 64, 128). Returns ``(out, lse)``: ``out`` in ``q``'s dtype, ``lse`` float32. On a CPU
+    the kernel runs in Triton's interpreter; needs ``triton``.
+    """
+    from solutions.flash_triton import triton_attention_forward as launch
+
+    return launch(q, k, v, causal)
+
+
+def attention_forward_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """What :func:`triton_attention_forward` must return, from float64 standard attention: ``out`` in
+    ``q``'s dtype, ``lse`` in float32 (the hidden checks' reference; no triton needed)."""
+    out, lse = naive_attention(q.double(), k.double(), v.double(), causal)
+    return out.to(q.dtype), lse.float()
+
+
+# ---------------------------------------------------------------------------------------------------
 # measured memory: peak resident set size of a fresh process per call
 
 #: Run by a fresh interpreter: import torch once, then fork one child per measurement, so every call is

@@ -44,7 +44,10 @@ at small sizes, and it has no bf16. Without ``triton`` installed the module stil
 
 from __future__ import annotations
 
+import importlib
 import math
+import os
+import sys
 from typing import NamedTuple
 
 import torch
@@ -596,3 +599,157 @@ def triton_flash_attention(
     """
     _require_triton()
     return _TritonFlashAttention.apply(q, k, v, bool(causal), block_m, block_n, num_warps, num_stages, allow_tf32)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The chapter's Triton exercise: the answer key
+# ----------------------------------------------------------------------------------------------------
+#
+# The notebook gives students the launcher below (:func:`triton_attention_forward`) and the first lines of
+# the kernel (program ids, offsets, the query tile, the empty running state); they write the rest: the loop
+# over key blocks with the online-softmax update, the masking of a partial last block, the causal split and
+# the final stores. The notebook's solution region holds the lines of :func:`attention_forward_kernel` that
+# follow the ``# --- the student's part ---`` marker, verbatim (tests/test_flash_reference.py pins that).
+# The kernel is a plain function here and is handed to ``triton.jit`` on first use, so that the
+# interpreter-or-GPU decision is taken when the launcher runs, not when this module is imported.
+
+#: (BLOCK_M, BLOCK_N) the launcher fixes: small tiles in the interpreter (16 is ``tl.dot``'s smallest), 64 on a GPU.
+EXERCISE_BLOCKS = {"interpreter": (16, 32), "cuda": (64, 64)}
+EXERCISE_HEAD_DIMS = (16, 32, 64, 128)
+
+
+def attention_forward_kernel(
+    Q, K, V, O, LSE,  # pointers: q, o (B*H, T_q, D); k, v (B*H, T_k, D), contiguous; lse (B*H, T_q) fp32
+    T_q, T_k, sm_scale,  # lengths, and the score scale 1/sqrt(D)
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+):
+    """One program: BLOCK_M queries of one (batch, head) against all its keys, BLOCK_N keys at a time."""
+    pid_m = tl.program_id(0)  # which block of queries
+    bh = tl.program_id(1).to(tl.int64)  # which (batch, head)
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)  # the query rows of this program (some may be >= T_q)
+    offs_n = tl.arange(0, BLOCK_N)  # key offsets inside a block
+    offs_d = tl.arange(0, HEAD_DIM)
+    k_base = K + bh * T_k * HEAD_DIM  # row j of this head's keys is k_base + j * HEAD_DIM
+    v_base = V + bh * T_k * HEAD_DIM
+    q = tl.load(Q + bh * T_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                mask=offs_m[:, None] < T_q, other=0.0)  # (BLOCK_M, HEAD_DIM); rows past T_q read as 0
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running maximum of each row's scores
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp(score - m_i)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)  # running sum of exp(score - m_i) * v
+    # --- the student's part ---
+    # Key blocks [0, mid) are whole and (causal) entirely at or below the diagonal: no mask at all.
+    # Blocks [mid, hi) are the partial last block and (causal) the ones crossing the diagonal: masked.
+    # Causal blocks from hi on hold only keys after the tile's last query: skipped.
+    mid = (T_k // BLOCK_N) * BLOCK_N
+    hi = T_k
+    if CAUSAL:
+        mid = tl.minimum(mid, (start_m // BLOCK_N) * BLOCK_N)
+        hi = tl.minimum(T_k, start_m + BLOCK_M)
+    for start_n in range(0, mid, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(k_base + cols[:, None] * HEAD_DIM + offs_d[None, :])  # (BLOCK_N, HEAD_DIM)
+        v = tl.load(v_base + cols[:, None] * HEAD_DIM + offs_d[None, :])
+        s = tl.dot(q, tl.trans(k)) * sm_scale  # (BLOCK_M, BLOCK_N) scores, fp32
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp(m_i - m_new)  # rescales what was summed under the old maximum
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    for start_n in range(mid, hi, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(k_base + cols[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None] < T_k, other=0.0)
+        v = tl.load(v_base + cols[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None] < T_k, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * sm_scale
+        keep = cols[None, :] < T_k
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None])  # top-left aligned: query i sees keys j <= i
+        s = tl.where(keep, s, float("-inf"))
+        # every row has seen key 0 by now (it is in the first block), so m_new is finite
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])  # exp(-inf) = 0: masked keys get weight exactly 0
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    out = acc / l_i[:, None]  # normalise once, at the end (FlashAttention-2)
+    row_ok = offs_m < T_q
+    tl.store(O + bh * T_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             out.to(O.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(LSE + bh * T_q + offs_m, m_i + tl.log(l_i), mask=row_ok)
+
+
+_JITTED: dict = {}
+
+
+def library_in_interpreter() -> None:
+    """Let kernels decorated from now on run in Triton's interpreter, whoever imported triton first.
+
+    Part of ``triton.language`` (``tl.max``, ``tl.sum``, ``tl.rand``...) is itself written as ``@triton.jit``
+    functions, decorated when triton is imported: for a GPU unless ``TRITON_INTERPRET=1`` was set then. PyTorch's
+    compiler stack imports triton early (a dispatch mode is enough), so those modules are decorated again here
+    (``importlib.reload``), with the variable set. Call it with ``TRITON_INTERPRET=1`` in the environment.
+    """
+    if type(tl.max).__name__ != "JITFunction":
+        return  # imported in interpreter mode already
+    for name, module in sorted(sys.modules.items()):
+        if name.startswith("triton.language.") and module is not None and any(
+                type(value).__name__ == "JITFunction" for value in vars(module).values()):
+            importlib.reload(module)
+    importlib.reload(tl)
+
+
+def exercise_kernel(interpret: bool) -> object:
+    """:func:`attention_forward_kernel` under ``triton.jit``: Triton's interpreter when ``interpret`` (CPU
+    tensors), a GPU kernel otherwise. The interpreter reads ``TRITON_INTERPRET`` while it runs, too, so for
+    it the variable is set to 1 for the rest of the process (as the notebook's setup cell does)."""
+    _require_triton()
+    if interpret not in _JITTED:
+        if interpret:
+            os.environ["TRITON_INTERPRET"] = "1"
+            library_in_interpreter()
+            _JITTED[interpret] = triton.jit(attention_forward_kernel)
+        else:
+            saved = os.environ.pop("TRITON_INTERPRET", None)
+            try:
+                _JITTED[interpret] = triton.jit(attention_forward_kernel)
+            finally:
+                if saved is not None:
+                    os.environ["TRITON_INTERPRET"] = saved
+    return _JITTED[interpret]
+
+
+def launch_attention_forward(kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exercise's launcher: checks, allocation, grid, one launch of ``kernel``; ``(out, lse)``.
+
+    ``q`` ``(B, H, T_q, d)``, ``k`` and ``v`` ``(B, H, T_k, d)``, one dtype (float32 or float16; bfloat16
+    on a GPU), ``d`` in :data:`EXERCISE_HEAD_DIMS`. Returns ``out`` in ``q``'s dtype and ``lse`` in float32.
+    The notebook's launcher cell is this function's body with the student's kernel.
+    """
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"q, k, v must be (B, H, T, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, H, T_q, d = q.shape
+    T_k = k.shape[2]
+    if k.shape != (B, H, T_k, d) or v.shape != (B, H, T_k, d):
+        raise ValueError(f"k and v must be (B, H, T_k, d) = (B, H, T_k, {d}); got {tuple(k.shape)}, {tuple(v.shape)}")
+    if d not in EXERCISE_HEAD_DIMS or T_q == 0 or T_k == 0:
+        raise ValueError(f"d must be one of {EXERCISE_HEAD_DIMS} and T_q, T_k >= 1; got d={d}, T_q={T_q}, T_k={T_k}")
+    if q.dtype not in (torch.float32, torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"q, k, v must share one dtype among float32, float16, bfloat16; "
+                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
+    block_m, block_n = EXERCISE_BLOCKS["cuda" if q.is_cuda else "interpreter"]
+    q3, k3, v3 = (t.reshape(B * H, t.shape[2], d).contiguous() for t in (q, k, v))  # copies only when strided
+    out = torch.empty_like(q3)
+    lse = torch.empty((B * H, T_q), dtype=torch.float32, device=q.device)
+    grid = (triton.cdiv(T_q, block_m), B * H)
+    kernel[grid](q3, k3, v3, out, lse, T_q, T_k, 1.0 / math.sqrt(d),
+                 HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=bool(causal))
+    return out.reshape(B, H, T_q, d), lse.reshape(B, H, T_q)
+
+
+def triton_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exercise's function with the answer-key kernel: ``(out, lse)`` as :func:`launch_attention_forward`."""
+    return launch_attention_forward(exercise_kernel(not q.is_cuda), q, k, v, causal)

@@ -10,7 +10,7 @@ EXERCISES = {
     "ch06_residual_norm": ["layer_norm", "layer_norm_backward", "rms_norm", "FeedForward", "SwiGLU", "PostNormBlock", "PreNormBlock"],
     "ch07_backprop": ["softmax_backward", "attention_backward", "AttentionFunction", "CrossAttentionFunction"],
     "ch08_complexity": ["attention_cost", "roofline_time", "loglog_slope", "chunked_attention"],
-    "ch09_flash": ["online_softmax", "flash_attention_forward", "flash_attention_backward"],
+    "ch09_flash": ["online_softmax", "flash_attention_forward", "flash_attention_backward", "triton_attention_forward"],
     "ch10_decoding": ["bottom_right_causal_mask", "decode_step", "GroupedQueryAttention", "kv_cache_bytes",
                       "split_kv_attention", "cached_attention"],
     "ch11_long_context": ["apply_rope", "alibi_bias", "sliding_window_mask", "linear_attention",

@@ -375,3 +375,70 @@ def test_measured_peak_memory_of_tiled_attention_is_10x_below_naive_and_at_most_
 def test_peak_rss_increases_rejects_unknown_kinds():
     with pytest.raises(ValueError, match="kind"):
         ref.peak_rss_increases([("fast", 1, 1, 8, 8, False, 8)])
+
+
+# ---------------------------------------------------------------------------------------------------
+# exercise 4: the Triton forward kernel (answer key in solutions.flash_triton, run by Triton's interpreter)
+
+def _sdpa64(q, k, v, causal):
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+
+
+@pytest.mark.parametrize("T_q, T_k, causal, dtype, atol", [
+    (37, 37, False, torch.float32, 1e-5), (37, 37, True, torch.float32, 1e-5), (20, 45, True, torch.float32, 1e-5),
+    (45, 20, True, torch.float32, 1e-5), (7, 50, False, torch.float32, 1e-5), (40, 50, True, torch.float16, 3e-3),
+])
+def test_triton_exercise_kernel_matches_sdpa_in_the_interpreter(T_q, T_k, causal, dtype, atol):
+    pytest.importorskip("triton")
+    g = torch.Generator().manual_seed(T_q * 100 + T_k)
+    q, k, v = (torch.randn(1, 2, T, 16, generator=g).to(dtype) for T in (T_q, T_k, T_k))
+    out, lse = ref.triton_attention_forward(q, k, v, causal)
+    assert out.dtype == dtype and lse.dtype == torch.float32
+    torch.testing.assert_close(out.double(), _sdpa64(q, k, v, causal), atol=atol, rtol=0)
+    s = q.double() @ k.double().transpose(-2, -1) / 4.0
+    if causal:
+        s = s.masked_fill(torch.ones(T_q, T_k, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), atol=1e-5, rtol=0)
+    ref_out, ref_lse = ref.attention_forward_reference(q, k, v, causal)
+    assert ref_out.dtype == dtype and ref_lse.dtype == torch.float32
+    torch.testing.assert_close(ref_out.double(), _sdpa64(q, k, v, causal).to(dtype).double(), atol=0, rtol=0)
+
+
+def test_the_notebooks_kernel_is_the_answer_key_line_for_line():
+    """The notebook's solution cell holds the given lines of solutions.flash_triton.attention_forward_kernel
+    before its solution region and the answer key's lines inside it (after one comment naming the key)."""
+    import inspect
+
+    import solutions.flash_triton as ft
+
+    nb = nbformat.read(Path(ref.__file__).parents[1] / "book" / "ch09_flash" / "flash.ipynb", as_version=4)
+    (ex,) = [e for e in cells.exercises(nb) if e.name == "triton_attention_forward"]
+    source = inspect.getsource(ft.attention_forward_kernel)
+    given, answer = source.split("    # --- the student's part ---\n")
+    (region,) = cells.solution_regions(ex.solution.source)
+    region_lines = region.split("\n")
+    assert region_lines[0].strip().startswith("# the answer key: solutions.flash_triton.attention_forward_kernel")
+    assert "\n".join(region_lines[1:]).strip() == answer.strip()
+    body = ex.solution.source[ex.solution.source.index("def attention_forward_kernel("):]
+    given_nb = body[:body.index("    ### BEGIN SOLUTION")]
+    strip_doc = lambda text: [ln for ln in text.split('"""')[0::2]]  # noqa: E731 -- the docstrings may differ
+    assert strip_doc(given_nb)[0].strip() == strip_doc(given)[0].strip()
+    assert strip_doc(given_nb)[-1].strip() == strip_doc(given)[-1].strip()
+
+
+def test_without_triton_the_setup_cell_says_how_to_install_it_and_only_exercise_4_fails(monkeypatch, capsys):
+    import importlib.util
+
+    nb = nbformat.read(Path(ref.__file__).parents[1] / "book" / "ch09_flash" / "flash.ipynb", as_version=4)
+    setup = next(c.source for c in nb.cells if c.cell_type == "code")
+    (ex,) = [e for e in cells.exercises(nb) if e.name == "triton_attention_forward"]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    namespace: dict = {"__name__": "__student__"}
+    exec(compile(setup, "<setup>", "exec"), namespace)
+    assert "pip install 'triton>=3,<4'" in capsys.readouterr().out
+    exec(compile(ex.solution.source, "<exercise 4>", "exec"), namespace)  # the kernel cell still runs
+    q = torch.randn(1, 1, 4, 16)
+    with pytest.raises(RuntimeError, match=r"^Exercise 4 needs Triton: run `pip install"):
+        namespace["triton_attention_forward"](q, q, q)

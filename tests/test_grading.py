@@ -5,6 +5,7 @@ known-wrong implementation loses exactly its exercise's points, and broken input
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.cells import exercises
+from grader.cells import exercises, solution_regions
 from grader.course import Course
 from grader.dev import samples
 from grader.grading.report import collect
@@ -48,8 +49,14 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
         # The instructor's source notebook delegates to `solutions`, which no sandbox can import: handed
         # in, it earns nothing (the answer key is out of a submission's reach). The reference itself earns
         # full marks in test_notebooks.py, and its code written out by a student in the `correct` variants.
-        put(root, student("source"), ch, nbformat.read(ch.notebook, as_version=4))
-        expect[student("source"), ch.id] = {"score": 0}
+        source = nbformat.read(ch.notebook, as_version=4)
+        put(root, student("source"), ch, source)
+        # the answer key is not importable in the sandbox: the source notebook earns only the exercises whose
+        # solution region holds the answer itself (chapter 9's Triton kernel) instead of importing it
+        inline = [ex.name for ex in exercises(source)
+                  if not any(re.search(r"^\s*(from|import) solutions", region, re.M)
+                             for region in solution_regions(ex.solution.source))]
+        expect[student("source"), ch.id] = {"score": sum(points[ex] for ex in inline)}
         put(root, student("stub"), ch, released)
         expect[student("stub"), ch.id] = {"score": 0}
         put(root, student("correct"), ch, samples.fill(released, correct))
