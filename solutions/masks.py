@@ -1,9 +1,11 @@
 """Chapter 4, masks: the reference implementations.
 
 In the chapter's order: the causal mask of a decoder, the padding mask of a batch of sequences of
-different lengths, their combination in the ``(B, 1, T, T)`` layout that broadcasts over heads, a
-softmax that gives fully masked rows zeros instead of NaN (in the forward and the backward pass), and
-causal self-attention, the fixed version of the chapter's bug hunt.
+different lengths (padded on the right or on the left), their combination in the ``(B, 1, T, T)`` layout
+that broadcasts over heads (with no query row left empty, which left padding with a causal mask would
+cause), the document mask of a packed row of several documents, a softmax that gives fully masked rows
+zeros instead of NaN (in the forward and the backward pass), and causal self-attention, the fixed version
+of the chapter's bug hunt.
 
 Convention: a mask is a ``torch.bool`` tensor and **True means "may attend"**, as in
 ``torch.nn.functional.scaled_dot_product_attention``; ``nn.MultiheadAttention``'s ``key_padding_mask``
@@ -31,35 +33,82 @@ def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tenso
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T): on and below the diagonal
 
 
-def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
-    """``(B, T)`` bool, ``m[b, j] = j < lengths[b]``: True at the real tokens, False at the padding.
+SIDES = ("right", "left")
+
+
+def padding_mask(lengths: torch.Tensor, T: int, side: str = "right") -> torch.Tensor:
+    """``(B, T)`` bool, True at the real tokens, False at the padding.
+
+    ``side="right"`` (real tokens first): ``m[b, j] = j < lengths[b]``; ``side="left"`` (padding first,
+    real tokens at the end, the layout of batched generation): ``m[b, j] = j >= T - lengths[b]``.
 
     Args:
-        lengths: ``(B,)`` integer tensor, each length in ``0..T``.
+        lengths: ``(B,)`` integer tensor (any integer dtype), each length in ``0..T``.
         T: the padded length.
+        side: which side of each sequence holds the padding.
+
+    Returns:
+        A ``(B, T)`` bool tensor on ``lengths.device``.
 
     Raises:
-        ValueError: when ``lengths`` is not a 1-D integer tensor or a length is outside ``0..T``.
+        ValueError: when ``lengths`` is not a 1-D integer tensor, a length is outside ``0..T``, or
+            ``side`` is neither ``"right"`` nor ``"left"``.
     """
-    if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.is_floating_point():
+    if side not in SIDES:
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
+    if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.is_floating_point() \
+            or lengths.dtype == torch.bool:
         raise ValueError("lengths must be a 1-D integer tensor (one length per sequence)")
     if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > T):
         raise ValueError(f"every length must lie in 0..T={T}, got {lengths.tolist()}")
     positions = torch.arange(T, device=lengths.device)  # (T,)
-    return positions[None, :] < lengths[:, None]  # (B, T)
+    lengths = lengths.long()
+    if side == "right":
+        return positions[None, :] < lengths[:, None]  # (B, T)
+    return positions[None, :] >= T - lengths[:, None]  # (B, T)
 
 
-def attention_mask(lengths: torch.Tensor, T: int, causal: bool = False) -> torch.Tensor:
-    """``(B, 1, T, T)`` bool: ``m[b, 0, i, j] = j < lengths[b]`` (and ``j <= i`` when ``causal``).
+def attention_mask(lengths: torch.Tensor, T: int, causal: bool = False, side: str = "right") -> torch.Tensor:
+    """``(B, 1, T, T)`` bool: keys are masked, queries are not, and no query row is left empty.
 
-    Only *keys* are masked: a padded query row still sees the real keys (its output is ignored later,
-    by the loss), so no row is fully masked unless a sequence has length 0. The singleton axis 1
-    broadcasts over attention heads ``(B, H, T, T)``.
+    ``m[b, 0, i, j] = real[b, j]`` (and ``j <= i`` when ``causal``), with ``real = padding_mask(lengths,
+    T, side)``. A padded query row still sees the real keys it may see (its output is ignored later, by
+    the loss). A row that would have **no** key at all (with ``side="left"`` and ``causal=True``, the
+    leading padded queries ``i < T - lengths[b]``; every row of a sequence of length 0) may attend to its
+    own position ``j = i`` only: its output is then garbage that the loss ignores, but never NaN, with any
+    softmax. The singleton axis 1 broadcasts over attention heads ``(B, H, T, T)``.
     """
-    keys = padding_mask(lengths, T)[:, None, None, :]  # (B, 1, 1, T): the same keys for every query
+    keys = padding_mask(lengths, T, side)[:, None, None, :]  # (B, 1, 1, T): the same keys for every query
     allowed = causal_mask(T, device=lengths.device) if causal else torch.ones(
         T, T, dtype=torch.bool, device=lengths.device)  # (T, T)
-    return keys & allowed  # (B, 1, T, T)
+    mask = keys & allowed  # (B, 1, T, T)
+    empty = ~mask.any(dim=-1, keepdim=True)  # (B, 1, T, 1): rows without any key
+    diagonal = torch.eye(T, dtype=torch.bool, device=lengths.device)  # (T, T)
+    return mask | (empty & diagonal)  # (B, 1, T, T)
+
+
+def document_mask(doc_ids: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """``(B, 1, T, T)`` bool mask of packed rows: ``m[b, 0, i, j] = doc_ids[b, i] == doc_ids[b, j]`` (and
+    ``j <= i`` when ``causal``).
+
+    A packed training row concatenates several documents; token ``i`` may attend only to tokens of its own
+    document. Documents are told apart by their id alone: ids need not be contiguous runs, sorted or
+    start at 0 (two tokens with the same id belong to one document wherever they stand; any integer is an
+    id, negative ones too, e.g. -1 for padding, which then forms a document of its own). For the usual
+    layout, contiguous runs, the mask is block-diagonal with a causal triangle in each block. Every row
+    keeps its diagonal, so no row is empty.
+
+    Raises:
+        ValueError: when ``doc_ids`` is not a 2-D integer tensor ``(B, T)``.
+    """
+    if not isinstance(doc_ids, torch.Tensor) or doc_ids.dim() != 2 or doc_ids.is_floating_point() \
+            or doc_ids.is_complex() or doc_ids.dtype == torch.bool:
+        raise ValueError("doc_ids must be a (B, T) integer tensor (one document id per token)")
+    T = doc_ids.shape[-1]
+    same = doc_ids[:, None, :, None] == doc_ids[:, None, None, :]  # (B, 1, T, T): query i, key j
+    if causal:
+        same = same & causal_mask(T, device=doc_ids.device)
+    return same
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:

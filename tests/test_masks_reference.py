@@ -54,20 +54,113 @@ def test_padding_mask_accepts_int32_and_rejects_bad_lengths():
             ref.padding_mask(bad, 5)
 
 
+def loop_padding(lengths: list[int], T: int, side: str) -> list[list[bool]]:
+    """The padding mask written out: which positions of each sequence are real."""
+    return [[(j < n) if side == "right" else (j >= T - n) for j in range(T)] for n in lengths]
+
+
+@pytest.mark.parametrize("lengths, T", [([3, 5, 1], 5), ([0, 2], 4), ([2, 3], 6), ([4], 4)])
+def test_padding_mask_left_marks_the_last_tokens(lengths, T):
+    m = ref.padding_mask(torch.tensor(lengths), T, side="left")
+    assert m.dtype == torch.bool and m.shape == (len(lengths), T)
+    assert m.tolist() == loop_padding(lengths, T, "left")
+    assert torch.equal(m, ref.padding_mask(torch.tensor(lengths), T).flip(-1))
+    with pytest.raises(ValueError, match="side"):
+        ref.padding_mask(torch.tensor(lengths), T, side="center")
+
+
+def test_padding_mask_left_agrees_with_a_left_padding_tokenizer_layout():
+    # what a left-padding tokenizer returns: [pad] * (T - n) + tokens, attention_mask 0 then 1
+    lengths, T = [2, 5, 0, 3], 5
+    hf = torch.tensor([[0] * (T - n) + [1] * n for n in lengths]).bool()
+    assert torch.equal(ref.padding_mask(torch.tensor(lengths), T, "left"), hf)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_mask_masks_keys_not_queries(causal):
+def test_attention_mask_masks_keys_not_queries_and_gives_empty_rows_their_diagonal(causal, side):
     lengths, T = [5, 3, 0, 1], 5
-    m = ref.attention_mask(torch.tensor(lengths), T, causal=causal)
+    m = ref.attention_mask(torch.tensor(lengths), T, causal=causal, side=side)
     assert m.dtype == torch.bool and m.shape == (4, 1, T, T) and m.is_contiguous()
-    for b, n in enumerate(lengths):
+    real = loop_padding(lengths, T, side)
+    for b in range(len(lengths)):
         for i in range(T):
-            for j in range(T):
-                assert bool(m[b, 0, i, j]) == (j < n and (j <= i or not causal))
+            row = [real[b][j] and (j <= i or not causal) for j in range(T)]
+            if not any(row):
+                row = [j == i for j in range(T)]
+            assert m[b, 0, i].tolist() == row, (b, i)
 
 
-def test_attention_mask_leaves_no_row_empty_unless_a_sequence_is_empty():
-    m = ref.attention_mask(torch.tensor([4, 1, 6]), 6, causal=True)
-    assert m.any(dim=-1).all()
+def test_attention_mask_leaves_no_row_empty():
+    for side in ("right", "left"):
+        for causal in (False, True):
+            m = ref.attention_mask(torch.tensor([4, 1, 6, 0]), 6, causal=causal, side=side)
+            assert m.any(dim=-1).all()
+
+
+def test_left_padded_causal_attention_is_finite_forward_and_backward_and_right_on_real_rows():
+    torch.manual_seed(0)
+    lengths, T = torch.tensor([6, 4, 1]), 6
+    mask = ref.attention_mask(lengths, T, causal=True, side="left")
+    q, k, v = (torch.randn(3, 2, T, 4, requires_grad=True) for _ in range(3))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and all(torch.isfinite(t.grad).all() for t in (q, k, v))
+    # the real rows: each left-padded sequence alone, unpadded, through is_causal attention
+    for b, n in enumerate(lengths.tolist()):
+        alone = F.scaled_dot_product_attention(q[b:b + 1, :, T - n:], k[b:b + 1, :, T - n:], v[b:b + 1, :, T - n:],
+                                               is_causal=True)
+        torch.testing.assert_close(out[b:b + 1, :, T - n:], alone)
+    # and the masked softmax agrees with SDPA everywhere, the rescued rows included
+    with torch.no_grad():
+        by_hand = ref.masked_softmax(q @ k.transpose(-2, -1) / 2.0, mask) @ v
+    torch.testing.assert_close(by_hand, out.detach())
+
+
+def test_attention_mask_rejects_an_unknown_side():
+    with pytest.raises(ValueError, match="side"):
+        ref.attention_mask(torch.tensor([1, 2]), 3, side="top")
+
+
+# ---------------------------------------------------------------------------------------------------
+# document_mask
+
+
+def loop_document(ids: list[int], causal: bool) -> list[list[bool]]:
+    return [[ids[i] == ids[j] and (j <= i or not causal) for j in range(len(ids))] for i in range(len(ids))]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("ids", [[0, 0, 0, 1, 1, 2], [5, 5, 5, 5], [0, 1, 2, 3], [0, 1, 0, 1, 1], [3, 3, -1, -1, 7]])
+def test_document_mask_is_the_loop(ids, causal):
+    m = ref.document_mask(torch.tensor([ids, ids[::-1]]), causal=causal)
+    assert m.dtype == torch.bool and m.shape == (2, 1, len(ids), len(ids))
+    assert m[0, 0].tolist() == loop_document(ids, causal)
+    assert m[1, 0].tolist() == loop_document(ids[::-1], causal)
+
+
+def test_document_mask_equals_attention_on_each_document_alone():
+    torch.manual_seed(1)
+    sizes = [3, 5, 1, 4]
+    ids = torch.tensor([[d for d, n in enumerate(sizes) for _ in range(n)]])
+    T = ids.shape[1]
+    q, k, v = (torch.randn(1, 2, T, 4) for _ in range(3))
+    packed = F.scaled_dot_product_attention(q, k, v, attn_mask=ref.document_mask(ids))
+    start = 0
+    for n in sizes:
+        sl = slice(start, start + n)
+        torch.testing.assert_close(packed[..., sl, :],
+                                   F.scaled_dot_product_attention(q[..., sl, :], k[..., sl, :], v[..., sl, :],
+                                                                  is_causal=True))
+        start += n
+
+
+def test_document_mask_of_one_document_is_the_causal_mask_and_rejects_bad_ids():
+    assert torch.equal(ref.document_mask(torch.zeros(1, 6, dtype=torch.int32))[0, 0], ref.causal_mask(6))
+    assert torch.equal(ref.document_mask(torch.arange(4)[None], causal=False)[0, 0], torch.eye(4, dtype=torch.bool))
+    for bad in (torch.tensor([0, 0, 1]), torch.zeros(1, 3), torch.zeros(1, 2, 3, dtype=torch.long)):
+        with pytest.raises(ValueError):
+            ref.document_mask(bad)
 
 
 def multihead_by_hand(mha: nn.MultiheadAttention, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -158,6 +251,7 @@ def test_masked_softmax_passes_gradcheck_with_a_fully_masked_row():
     s = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, False, True, True, False], [False] * 5, [True] * 5])
     assert torch.autograd.gradcheck(lambda t: ref.masked_softmax(t, mask), (s,))
+    assert torch.autograd.gradgradcheck(lambda t: ref.masked_softmax(t, mask), (s,))
     ref.masked_softmax(s, mask).pow(2).sum().backward()
     assert torch.isfinite(s.grad).all() and torch.equal(s.grad[1], torch.zeros(5, dtype=torch.float64))
     assert torch.equal(s.grad[0, [1, 4]], torch.zeros(2, dtype=torch.float64))
@@ -176,6 +270,39 @@ def test_attention_through_masked_softmax_matches_sdpa_on_rows_with_keys():
     mask = ref.attention_mask(torch.tensor([5, 2]), 5, causal=True)
     out = ref.masked_softmax(q @ k.transpose(-2, -1) / 2.0, mask) @ v
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_masked_softmax_in_every_dtype_is_the_float64_softmax_rounded(dtype):
+    g = torch.Generator().manual_seed(3)
+    s = (torch.randn(4, 6, generator=g, dtype=torch.float64) * 3).to(dtype)
+    mask = torch.rand(4, 6, generator=g) < 0.6
+    mask[1] = False
+    p = ref.masked_softmax(s, mask)
+    assert p.dtype == dtype
+    expected = torch.softmax(s.double().masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+    tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2, torch.float32: 1e-6, torch.float64: 1e-12}[dtype]
+    torch.testing.assert_close(p.double(), expected, atol=tol, rtol=tol)
+
+
+def test_masked_softmax_with_a_lower_rank_mask_and_a_positive_dim_is_the_broadcast_one():
+    g = torch.Generator().manual_seed(4)
+    s = torch.randn(2, 3, 4, 5, generator=g)
+    mask = torch.rand(4, 5, generator=g) < 0.5
+    full = mask.expand(s.shape)
+    for dim in (0, 1, 2, 3):
+        torch.testing.assert_close(ref.masked_softmax(s, mask, dim=dim), ref.masked_softmax(s, full, dim=dim - 4))
+
+
+def test_masked_softmax_gradient_is_autograd_of_the_plain_softmax_on_rows_with_keys():
+    g = torch.Generator().manual_seed(5)
+    s = torch.randn(3, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(3, 6, generator=g) < 0.6
+    mask[:, 0] = True
+    upstream = torch.randn(6, dtype=torch.float64, generator=g).expand(3, 6)  # stride 0
+    (mine,) = torch.autograd.grad(ref.masked_softmax(s, mask), s, upstream)
+    (plain,) = torch.autograd.grad(torch.softmax(s.masked_fill(~mask, float("-inf")), -1), s, upstream)
+    torch.testing.assert_close(mine, plain)
 
 
 def test_masked_softmax_keeps_dtype_and_inputs_and_rejects_bad_masks():
@@ -226,6 +353,17 @@ def test_causal_attention_does_not_see_the_future_and_passes_gradcheck():
     assert torch.autograd.gradcheck(ref.causal_attention, tuple(x.requires_grad_() for x in (q, k, v)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_causal_attention_keeps_the_dtype_and_matches_sdpa(dtype):
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, 3, 6, 4, generator=g, dtype=torch.float64).to(dtype) for _ in range(3))
+    out = ref.causal_attention(q, k, v)
+    assert out.dtype == dtype
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    tol = {torch.float16: 1e-2, torch.bfloat16: 6e-2, torch.float64: 1e-10}[dtype]
+    torch.testing.assert_close(out.double(), expected, atol=tol, rtol=tol)
+
+
 def test_causal_attention_rejects_cross_attention_shapes():
     with pytest.raises(ValueError, match="one length T"):
         ref.causal_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2))
@@ -238,8 +376,11 @@ def test_causal_attention_rejects_cross_attention_shapes():
 
 
 GENERATORS = [("causal_mask_cases", {}), ("padding_mask_cases", {}), ("attention_mask_cases", {}),
-              ("masked_softmax_cases", {}), ("masked_softmax_cases", {"grad": True}),
-              ("causal_attention_cases", {}), ("future_change_pairs_cases", {})]
+              ("document_mask_cases", {}),
+              *[("masked_softmax_cases", {"dtype": d, "grad": grad}) for d in ("float32", "float64", "float16",
+                                                                               "bfloat16") for grad in (False, True)],
+              *[("causal_attention_cases", {"dtype": d}) for d in ("float32", "float64", "float16", "bfloat16")],
+              ("future_change_pairs_cases", {})]
 
 
 @pytest.mark.parametrize("name, params", GENERATORS)
@@ -254,7 +395,7 @@ def test_masked_softmax_cases_have_empty_rows_broadcast_masks_other_dims_and_gra
     assert len(empty) >= 4
     assert any(c.args[1].dim() < c.args[0].dim() for c in cases)
     assert {c.kwargs.get("dim", -1) for c in cases} >= {-1, 0, -2}
-    assert any(c.args[0].dtype == torch.float64 for c in cases)
+    assert {c.args[0].dtype for c in cases_mod.masked_softmax_cases(seed=0, dtype="float16")} == {torch.float16}
     for c in cases_mod.masked_softmax_cases(seed=0, grad=True):
         assert c.grad_output is not None and c.grad_output.shape == c.args[0].shape
 

@@ -117,7 +117,7 @@ def test_the_released_stubs_are_not_yet_implemented(stubs):
                for c in nbformat.read(CH.notebook, as_version=4).cells)
     assert demo and f"{demo} cell(s) tagged demo skipped (grading skips them too)" in out
     assert rows(out) == {ex: ("not yet implemented", []) for ex in CODE}
-    assert "0 of 5 exercises pass their visible tests" in out
+    assert "0 of 6 exercises pass their visible tests" in out
     assert "warning" not in out  # the release is untouched: no edited test cell, the right name
 
 
@@ -125,7 +125,7 @@ def test_correct_code_passes_through_the_console_script(correct):
     assert correct.returncode == 0, correct.stdout + correct.stderr
     assert rows(correct.stdout) == {ex: ("passed", []) for ex in CODE}
     lines = correct.stdout.strip().splitlines()
-    assert lines[-2:] == ["5 of 5 exercises pass their visible tests", VISIBLE_ONLY]
+    assert lines[-2:] == ["6 of 6 exercises pass their visible tests", VISIBLE_ONLY]
     assert correct.stdout.count(VISIBLE_ONLY) == 1 and "warning" not in correct.stdout
 
 
@@ -138,7 +138,7 @@ def test_a_wrong_answer_fails_with_its_assertion_message_and_line(broken):
         "one, got tensor([0., 0., 1.])",
         "in test_masked_softmax: assert torch.allclose(w_[0], torch.tensor([1 / (1 + e_), e_ / (1 + e_), 0.0])), \\",
     ])
-    assert "2 of 5 exercises pass their visible tests" in out
+    assert "3 of 6 exercises pass their visible tests" in out
 
 
 def test_an_error_inside_the_students_code_names_the_test_and_the_line(broken):
@@ -299,8 +299,8 @@ def test_student_mode_runs_the_released_stubs_with_the_copied_package_alone(stud
     assert lines[1].startswith(f"Running it as grading does: a fresh kernel in {student_repo / CH.id}, ")
     assert lines[2] == STUDENT_MODE
     assert rows(out) == {ex: ("not yet implemented", []) for ex in CODE}
-    assert re.search(r"^  masked_softmax +3  not yet implemented$", out, re.M)  # points from the notebook
-    assert lines[-2:] == ["0 of 5 exercises pass their visible tests", VISIBLE_ONLY]
+    assert re.search(r"^  masked_softmax +2  not yet implemented$", out, re.M)  # points from the notebook
+    assert lines[-2:] == ["0 of 6 exercises pass their visible tests", VISIBLE_ONLY]
     assert "warning" not in out
 
 
@@ -325,7 +325,7 @@ def test_student_mode_runs_the_edited_test_and_cannot_run_a_deleted_one(broken_a
         "version; undo your edits",
         "warning: test_padding_mask is missing: grading puts the original back; this check could not run it",
     ]  # and no word on the file's name: student mode does not know it
-    assert "0 of 5 exercises pass their visible tests" in out
+    assert "1 of 6 exercises pass their visible tests" in out  # document_mask
 
 
 def test_student_mode_passes_a_finished_notebook(tmp_path):

@@ -1,10 +1,16 @@
 import torch
 
 
-def attention_mask(lengths, T, causal=False):
-    """(B, 1, T, T) bool: m[b, 0, i, j] = j < lengths[b] (and j <= i when causal)."""
-    keys = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+def attention_mask(lengths, T, causal=False, side="right"):
+    """(B, 1, T, T) bool: keys are masked, queries are not; a row left without any key attends to itself."""
+    if side == "right":
+        keys = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+    elif side == "left":
+        keys = torch.arange(T)[None, :] >= T - lengths[:, None]  # (B, T)
+    else:
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     mask = keys[:, None, None, :] & torch.ones(T, T, dtype=torch.bool)
     if causal:
         mask = mask & torch.ones(T, T, dtype=torch.bool).tril()
-    return mask
+    empty = ~mask.any(dim=-1, keepdim=True)  # (B, 1, T, 1)
+    return mask | (empty & torch.eye(T, dtype=torch.bool))

@@ -1,6 +1,11 @@
 import torch
 
 
-def padding_mask(lengths, T):
-    """(B, T) bool, True at the real tokens: m[b, j] = j < lengths[b]."""
-    return torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]
+def padding_mask(lengths, T, side="right"):
+    """(B, T) bool, True at the real tokens: j < lengths[b] (right padding) or j >= T - lengths[b] (left)."""
+    positions = torch.arange(T, device=lengths.device)[None, :]
+    if side == "right":
+        return positions < lengths[:, None]
+    if side == "left":
+        return positions >= T - lengths[:, None]
+    raise ValueError(f"side must be 'right' or 'left', got {side!r}")

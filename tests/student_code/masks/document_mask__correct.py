@@ -1,0 +1,12 @@
+import torch
+
+
+def document_mask(doc_ids, causal=True):
+    """(B, 1, T, T) bool: token i may attend to token j of the same document (and j <= i when causal)."""
+    if not isinstance(doc_ids, torch.Tensor) or doc_ids.dim() != 2 or doc_ids.is_floating_point():
+        raise ValueError("doc_ids must be a (B, T) integer tensor")
+    T = doc_ids.shape[1]
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (B, T, T)
+    if causal:
+        same = same & torch.ones(T, T, dtype=torch.bool).tril()
+    return same[:, None]  # (B, 1, T, T)
