@@ -133,11 +133,14 @@ def softmax_dtype_cases(seed: int, dtype: str) -> list[Case]:
         Case(args=(randn(g, 2, 5, 3, dtype=dtype),), kwargs={"dim": 1}, label=tag("shape (2, 5, 3) along dim=1", dtype)),
         Case(args=(mixed,), label=tag("-inf entries (a mask) among finite logits, one finite entry left", dtype)),
         Case(args=(huge,), label=tag("logits of size ~1e4 with a -inf column", dtype)),
-        Case(args=(extreme_scores(g, 3, 6, kind="very_negative", dtype=dtype),),
-             label=tag("every logit of every row below -100", dtype)),
         Case(args=(extreme_scores(g, 3, 6, kind="dominant", dtype=dtype),),
              label=tag("one logit per row 60 above the others", dtype)),
     ]
+    if dtype in ("float32", "float64"):
+        # not in half precision: there the logits themselves are rounded to 1/4 (float16) or 2 (bfloat16) at
+        # -300, and a correct log-sum-exp rounded to that dtype is off by as much; the case would grade rounding
+        cases.append(Case(args=(extreme_scores(g, 3, 6, kind="very_negative", dtype=dtype),),
+                          label=tag("every logit of every row below -100", dtype)))
     if dtype == "float32":
         cases += [
             Case(args=(extreme_scores(g, 2, 5000, kind="near_uniform"),),
@@ -210,11 +213,12 @@ def sdpa_dtype_cases(seed: int, dtype: str) -> list[Case]:
         Case(args=(x(3, 2, 5), x(3, 6, 5), x(3, 6, 2)), label=tag("cross-attention T_q=2, T_k=6, no mask", dtype)),
         Case(args=(*_identity_keys(g, huge), huge_mask),
              label=tag("scores of size ~1e4 with masked (-inf) entries", dtype)),
-        Case(args=_identity_keys(g, extreme_scores(g, 2, 16, kind="very_negative", dtype=dtype)),
-             label=tag("every score of a row below -100", dtype)),
         Case(args=_identity_keys(g, extreme_scores(g, 3, 16, kind="dominant", dtype=dtype)),
              label=tag("one score per row 60 above the others", dtype)),
     ]
+    if dtype in ("float32", "float64"):  # not in half precision, as for softmax_dtype_cases
+        cases.append(Case(args=_identity_keys(g, extreme_scores(g, 2, 16, kind="very_negative", dtype=dtype)),
+                          label=tag("every score of a row below -100", dtype)))
     return cases
 
 
@@ -230,7 +234,7 @@ def sdpa_mask_cases(seed: int) -> list[Case]:
     cases += [
         Case(args=(q.transpose(-2, -1).contiguous().transpose(-2, -1), non_contiguous(_randn(g, 2, 3, 6, 4)),
                    _randn(g, 2, 6, 3, 5).transpose(1, 2)), label="non-contiguous q, k and v (transposed and strided views)"),
-        Case(args=(_randn(g, 5, 4), _randn(g, 5, 4), _randn(g, 5, 2), expanded(_causal(5), 2)),
+        Case(args=(_randn(g, 2, 5, 4), _randn(g, 2, 5, 4), _randn(g, 2, 5, 2), expanded(_causal(5), 2)),
              label="an expanded mask (stride 0 along the batch)"),
     ]
     return cases
@@ -388,7 +392,9 @@ CONTRACT = {
             "large logits around +1e4 (exp overflows)", "large negative logits around -1e4 (exp underflows)",
             "logits around 1e4 along dim=1", "one dominant logit 1e4, equal logits",
             *_dtypes("logits of size ~1e4 with a -inf column")],
-        "every logit of a row far below zero": _dtypes("every logit of every row below -100"),
+        "every logit of a row far below zero (float32, float64: in half precision such logits are rounded "
+        "to 1/4 or 2, see softmax_dtype_cases)": [
+            "every logit of every row below -100", "every logit of every row below -100 (float64)"],
         "one logit far above the rest; near-uniform rows over many outcomes": [
             *_dtypes("one logit per row 60 above the others"), "near-uniform rows over 5000 outcomes",
             "logits with standard deviation 50 (exp overflows float32 above 88.7)"],
@@ -414,7 +420,8 @@ CONTRACT = {
         "scores around +-1e4 next to masked entries, in every dtype": _dtypes("scores of size ~1e4 with masked (-inf) entries")
             + ["huge logits: scores in the hundreds (exp overflows without the max trick)",
                "large logits: q, k entries of size ~6, scores up to ~1e2"],
-        "scores all far below zero, or one far above the rest": _dtypes("every score of a row below -100")
+        "scores all far below zero (float32, float64), or one far above the rest (every dtype)": [
+            "every score of a row below -100", "every score of a row below -100 (float64)"]
             + _dtypes("one score per row 60 above the others"),
         "any layout of q, k, v": ["non-contiguous q, k and v (transposed and strided views)"],
         "T=1": ["T=1: a single query and key"],
