@@ -331,6 +331,34 @@ def test_a_failed_judge_becomes_a_check_failure_for_the_student():
         run_local(check, constant)
 
 
+def _call_judge(judge: str, cases_name: str, fn, seed: int) -> None:
+    check = Check(kind="property", target="dot_product_variance", cases=f"solutions.cases.scaling:{cases_name}",
+                  judge=f"solutions.cases.scaling:{judge}", seed=seed)
+    run_local(check, fn)
+
+
+def test_the_stream_and_shared_generator_judges_accept_the_reference():
+    torch.manual_seed(0)
+    _call_judge("uses_the_global_stream_without_generator", "variance_stream_cases", ref.dot_product_variance, 16)
+    _call_judge("continues_a_shared_generator", "variance_shared_cases", ref.dot_product_variance, 18)
+
+
+def test_a_fresh_generator_instead_of_the_global_stream_is_caught():
+    def fresh(d_k, n_samples=10000, generator=None):
+        return ref.dot_product_variance(d_k, n_samples, generator if generator is not None else torch.Generator())
+
+    with pytest.raises(CheckFailed, match="global random stream"):
+        _call_judge("uses_the_global_stream_without_generator", "variance_stream_cases", fresh, 16)
+
+
+def test_reseeding_a_shared_generator_is_caught():
+    def reseeded(d_k, n_samples=10000, generator=None):
+        return ref.dot_product_variance(d_k, n_samples, torch.Generator().manual_seed(generator.initial_seed()))
+
+    with pytest.raises(CheckFailed, match="where it stands"):
+        _call_judge("continues_a_shared_generator", "variance_shared_cases", reseeded, 18)
+
+
 # ---------------------------------------------------------------------------------------------------
 # variance_z_test
 

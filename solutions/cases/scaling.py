@@ -612,7 +612,8 @@ CONTRACT = {
             "memory", *[tag(label, d) for d in DTYPES for label in (
                 "memory: one distribution over 4096 outcomes", "memory: 4 rows of 1024",
                 "memory: leading dims (2, 2), n=512", "memory: n=1024 along dim=0", "memory: n=512 along dim=1")]],
-        "does not call softmax or its backward (the family)": ["ban:torch.softmax", "ban:aten._softmax_backward_data"],
+        "no autograd through a softmax (its backward kernels are banned)": [
+            "ban:aten._softmax_backward_data", "ban:aten._log_softmax_backward_data"],
         "raises ValueError when grad_p's shape differs from p's": ["grad_p of another shape (ValueError)"],
         "returns a new tensor, inputs unchanged": ["one distribution over 5 outcomes"],
     },
