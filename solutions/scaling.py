@@ -1,9 +1,10 @@
 """Chapter 3, why sqrt(d_k): the reference implementations.
 
 In the chapter's order: measure the variance of a dot product of two random vectors (it grows like
-``d_k``), with the standard error that tells how far a sampled estimate may honestly stray; the entropy
-of a softmax distribution (how spread out the attention is); the softmax's Jacobian (how much gradient
-gets through it). Together they show what happens to attention without the ``1/sqrt(d_k)`` scale: the
+``d_k``), with the standard error that tells how far a sampled estimate may honestly stray, and test
+estimates against ``d_k`` with it (a z-test); the entropy of a softmax distribution (how spread out the
+attention is); the softmax's Jacobian (how much gradient gets through it), and the vector-Jacobian
+product that back-propagates through a softmax without ever forming that Jacobian. Together they show what happens to attention without the ``1/sqrt(d_k)`` scale: the
 scores grow with the width, the softmax saturates, its entropy and its Jacobian go to zero.
 
 Every function returns new tensors (or a Python float) and leaves its arguments unchanged.
@@ -12,6 +13,7 @@ Every function returns new tensors (or a Python float) and leaves its arguments 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import torch
 
@@ -61,6 +63,45 @@ def variance_standard_error(d_k: int, n_samples: int) -> float:
     return math.sqrt(mu_4 / n - d * d * (n - 3.0) / (n * (n - 1.0)))
 
 
+def variance_z_test(estimates, d_k: int, n_samples: int, alpha: float = 1e-6) -> tuple[float, bool]:
+    """Two-sided z-test of ``H0: Var(q . k) = d_k`` from ``M`` independent estimates of the variance.
+
+    Each estimate is an unbiased sample variance of ``n_samples`` dot products (what
+    :func:`dot_product_variance` returns). Under ``H0`` one estimate has mean ``d_k`` and standard deviation
+    ``se = variance_standard_error(d_k, n_samples)`` (exact, from the fourth moment ``3 d^2 + 6 d``); the
+    mean of ``M`` independent ones has standard deviation ``se / sqrt(M)``. So
+    ``z = (mean - d_k) / (se / sqrt(M))``, and ``H0`` is rejected when the two-sided normal tail
+    ``P(|Z| >= |z|)`` is below ``alpha``, i.e. when ``|z| > Phi^{-1}(1 - alpha / 2)``.
+
+    Args:
+        estimates: a Python float, a sequence of floats, or a floating tensor of any shape (all its entries
+            are the ``M`` estimates).
+        d_k: the width under test, ``>= 1``.
+        n_samples: how many pairs each estimate was computed from, ``>= 2``.
+        alpha: the significance level, ``0 < alpha < 1``.
+
+    Returns:
+        ``(z, reject)``: a Python float and a Python bool.
+
+    Raises:
+        ValueError: when there is no estimate, ``d_k < 1``, ``n_samples < 2`` or ``alpha`` is not in (0, 1).
+    """
+    if d_k < 1:
+        raise ValueError(f"d_k must be >= 1, got {d_k}")
+    if n_samples < 2:
+        raise ValueError(f"n_samples must be >= 2, got {n_samples}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha}")
+    values = torch.as_tensor(estimates, dtype=torch.float64).reshape(-1)  # (M,)
+    if values.numel() == 0:
+        raise ValueError("no estimate to test")
+    m = values.numel()
+    se_mean = variance_standard_error(d_k, n_samples) / math.sqrt(m)  # sd of the mean of M estimates
+    z = (float(values.mean()) - d_k) / se_mean
+    critical = NormalDist().inv_cdf(1.0 - alpha / 2.0)  # two-sided: alpha / 2 in each tail
+    return z, bool(abs(z) > critical)
+
+
 def softmax_entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Entropy in nats of the distributions ``p`` along ``dim``: ``H = -sum_j p_j log p_j``.
 
@@ -98,3 +139,29 @@ def softmax_jacobian(p: torch.Tensor) -> torch.Tensor:
     if p.dim() == 0:
         raise ValueError("p must have at least one dimension (..., n), got a scalar")
     return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (..., n, n)
+
+
+def softmax_vjp(p: torch.Tensor, grad_p: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Back-propagate ``grad_p = dL/dp`` through ``p = softmax(s, dim)``: ``dL/ds = p * (g - <p, g>)``.
+
+    ``J^T g`` with ``J = diag(p) - p p^T`` (symmetric) is ``p * g - p (p . g)``, computed without forming
+    ``J``: two elementwise products and one sum along ``dim``, ``O(n)`` memory per distribution instead of
+    ``O(n^2)``. This is the form the backward pass of attention uses (chapters 7 and 9).
+
+    Args:
+        p: softmax outputs, floating, any shape, the distributions along ``dim``.
+        grad_p: the upstream gradient, same shape as ``p`` (any layout).
+        dim: the axis of the softmax.
+
+    Returns:
+        ``dL/ds``: a new tensor of ``p``'s shape and dtype.
+
+    Raises:
+        ValueError: when ``grad_p`` does not have ``p``'s shape, or ``p`` is a scalar.
+    """
+    if p.dim() == 0:
+        raise ValueError("p must have at least one dimension, got a scalar")
+    if grad_p.shape != p.shape:
+        raise ValueError(f"grad_p must have p's shape {tuple(p.shape)}, got {tuple(grad_p.shape)}")
+    inner = (p * grad_p).sum(dim=dim, keepdim=True)  # <p, g> per distribution, dim kept for broadcasting
+    return p * (grad_p - inner)

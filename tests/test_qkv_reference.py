@@ -20,7 +20,9 @@ import torch.nn.functional as F
 import solutions.cases.qkv as cases_mod
 import solutions.qkv as ref
 from grader import cells
-from grader.checks import Case, CheckFailed, evaluate, from_plain, parse_checks, prepare, run_local
+from grader.checks import (Case, CheckFailed, banned_family, evaluate, from_plain, parse_checks, prepare,
+                           run_local)
+from solutions.cases.families import DTYPES, TOLERANCES, extreme_scores
 
 from .casecheck import assert_generator_is_deterministic_and_labelled
 
@@ -302,8 +304,77 @@ def test_case_generators_are_deterministic_labelled_and_non_empty(seed):
     for name, params in (("project_qkv_cases", {}), ("softmax_cases", {}),
                          ("softmax_cases", {"extreme": True}), ("sdpa_cases", {}),
                          ("self_attention_cases", {}), ("permutation_pairs_cases", {}),
-                         ("sinusoidal_cases", {})):
+                         ("sinusoidal_cases", {}), ("sinusoidal_long_cases", {}), ("sdpa_mask_cases", {}),
+                         *[(name, {"dtype": d}) for d in DTYPES for name in (
+                             "project_qkv_dtype_cases", "softmax_dtype_cases", "sdpa_dtype_cases")]):
         assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), seed, params)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract's families against independent oracles
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_softmax_matches_torch_softmax_in_every_dtype_on_the_extreme_families(dtype):
+    for case in cases_mod.softmax_dtype_cases(seed=3, dtype=dtype):
+        x, dim = case.args[0], case.kwargs.get("dim", -1)
+        got = ref.softmax(x, dim=dim)
+        assert got.dtype == x.dtype, case.label
+        expected = torch.softmax(x.double(), dim=dim)
+        atol, rtol = TOLERANCES[dtype]
+        torch.testing.assert_close(got.double(), expected, atol=atol, rtol=max(rtol, 1e-3), msg=case.label)
+        assert (got[x == float("-inf")] == 0).all(), case.label
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_attention_matches_pytorch_in_every_dtype_and_on_extreme_scores(dtype):
+    for case in cases_mod.sdpa_dtype_cases(seed=4, dtype=dtype):
+        q, k, v, *mask = case.args
+        out, weights = ref.scaled_dot_product_attention(q, k, v, *mask)
+        assert out.dtype == weights.dtype == q.dtype, case.label
+        expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                  attn_mask=mask[0] if mask else None)
+        atol, rtol = TOLERANCES[dtype]
+        torch.testing.assert_close(out.double(), expected, atol=max(atol, 1e-5), rtol=max(rtol, 1e-3), msg=case.label)
+
+
+def test_identity_keys_make_the_scores_exactly_the_given_ones():
+    g = torch.Generator().manual_seed(0)
+    for dtype in DTYPES:  # huge scores with d_k = 4: q k^T = 2 q stays below float16's 65504
+        for kind, n in (("huge", 4), ("very_negative", 16), ("dominant", 16)):
+            scores = extreme_scores(g, 3, n, kind=kind, dtype=dtype)
+            q, k, _ = cases_mod._identity_keys(g, scores)
+            assert torch.equal(q @ k.transpose(-2, -1) / math.sqrt(n), scores), (dtype, kind)
+
+
+def test_attention_matches_pytorch_for_every_mask_broadcast_class():
+    for case in cases_mod.sdpa_mask_cases(seed=5):
+        q, k, v, *mask = case.args
+        out, weights = ref.scaled_dot_product_attention(q, k, v, *mask)
+        # the equations in float64, softmax from torch (F.scaled_dot_product_attention takes no 1-D mask)
+        scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask:
+            scores = scores.masked_fill(~mask[0], float("-inf"))
+        expected = torch.softmax(scores, dim=-1) @ v.double()
+        torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-4, msg=case.label)
+        if mask:
+            assert (weights.masked_select(~mask[0].expand(weights.shape)) == 0).all(), case.label
+
+
+def test_long_sinusoidal_tables_match_the_papers_formula_within_the_stated_tolerance():
+    for case in cases_mod.sinusoidal_long_cases(seed=0):
+        T, d = case.args
+        pe = ref.sinusoidal_positions(T, d)
+        assert pe.shape == (T, d) and pe.dtype == torch.float32
+        for pos in {p for p in (0, 1, 255, 256, 511, 512, T - 1) if p < T}:
+            for i in range(d // 2):
+                angle = pos / 10000 ** (2 * i / d)
+                assert abs(float(pe[pos, 2 * i]) - math.sin(angle)) < 1e-6
+                assert abs(float(pe[pos, 2 * i + 1]) - math.cos(angle)) < 1e-6
+    # float32 angles, as in many tutorials, stay within the stated 2e-3 at T = 5003
+    pos = torch.arange(5003, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, 32, 2, dtype=torch.float32) * (-math.log(10000.0) / 32))
+    assert (torch.sin(pos * freq) - ref.sinusoidal_positions(5003, 32)[:, 0::2]).abs().max() < 2e-3
 
 
 def test_project_qkv_cases_cover_batch_dims_and_non_square_matrices():
@@ -411,8 +482,9 @@ def test_equivariance_judge_accepts_the_reference_and_rejects_positional_informa
 
 def test_hidden_checks_ban_the_builtins_the_exercises_replace():
     blocks = {gid: parse_checks(block) for gid, block in hidden_blocks().items()}
-    assert all({"torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "aten._softmax"}
-               <= set(c.banned) for c in blocks["test_softmax"])
+    assert all({"torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "aten._softmax",
+                "torch.log_softmax", "torch.nn.functional.log_softmax", "aten._log_softmax"}
+               <= set(banned_family(c.banned)) for c in blocks["test_softmax"])
     for gid in ("test_scaled_dot_product_attention", "test_SelfAttention"):
         assert all({"torch.nn.functional.scaled_dot_product_attention", "aten._scaled_dot_product*"}
                    <= set(c.banned) for c in blocks[gid]), gid

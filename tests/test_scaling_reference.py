@@ -17,6 +17,8 @@ import solutions.cases.scaling as cases_mod
 import solutions.scaling as ref
 from grader.checks import Case, Check, CheckFailed, evaluate, from_plain, run_local
 
+from solutions.cases.families import DTYPES, TOLERANCES
+
 from .casecheck import assert_generator_is_deterministic_and_labelled
 
 # ---------------------------------------------------------------------------------------------------
@@ -191,7 +193,9 @@ def test_unscaled_attention_saturates_and_scaled_attention_does_not():
 
 @pytest.mark.parametrize("name, params", [
     ("variance_seed_cases", {}), ("variance_sample_cases", {"d_k": 4, "n_samples": 3, "count": 5}),
-    ("entropy_cases", {}), ("jacobian_cases", {}),
+    ("entropy_cases", {}), ("jacobian_cases", {}), ("variance_stream_cases", {}), ("variance_shared_cases", {}),
+    ("z_test_cases", {}), *[(name, {"dtype": d}) for d in DTYPES for name in (
+        "entropy_dtype_cases", "jacobian_dtype_cases", "vjp_cases", "vjp_memory_cases")],
 ])
 def test_case_generators_are_deterministic_labelled_and_non_empty(name, params):
     assert_generator_is_deterministic_and_labelled(getattr(cases_mod, name), 0, params)
@@ -325,3 +329,145 @@ def test_a_failed_judge_becomes_a_check_failure_for_the_student():
 
     with pytest.raises(CheckFailed, match="`dot_product_variance`: .* gave the same estimate"):
         run_local(check, constant)
+
+
+def _call_judge(judge: str, cases_name: str, fn, seed: int) -> None:
+    check = Check(kind="property", target="dot_product_variance", cases=f"solutions.cases.scaling:{cases_name}",
+                  judge=f"solutions.cases.scaling:{judge}", seed=seed)
+    run_local(check, fn)
+
+
+def test_the_stream_and_shared_generator_judges_accept_the_reference():
+    torch.manual_seed(0)
+    _call_judge("uses_the_global_stream_without_generator", "variance_stream_cases", ref.dot_product_variance, 16)
+    _call_judge("continues_a_shared_generator", "variance_shared_cases", ref.dot_product_variance, 18)
+
+
+def test_a_fresh_generator_instead_of_the_global_stream_is_caught():
+    def fresh(d_k, n_samples=10000, generator=None):
+        return ref.dot_product_variance(d_k, n_samples, generator if generator is not None else torch.Generator())
+
+    with pytest.raises(CheckFailed, match="global random stream"):
+        _call_judge("uses_the_global_stream_without_generator", "variance_stream_cases", fresh, 16)
+
+
+def test_reseeding_a_shared_generator_is_caught():
+    def reseeded(d_k, n_samples=10000, generator=None):
+        return ref.dot_product_variance(d_k, n_samples, torch.Generator().manual_seed(generator.initial_seed()))
+
+    with pytest.raises(CheckFailed, match="where it stands"):
+        _call_judge("continues_a_shared_generator", "variance_shared_cases", reseeded, 18)
+
+
+# ---------------------------------------------------------------------------------------------------
+# variance_z_test
+
+
+def _two_sided_p(z: float) -> float:
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+@pytest.mark.parametrize("z_target, alpha", [(0.0, 1e-6), (2.0, 0.05), (1.8, 0.05), (-2.1, 0.05), (4.82, 1e-6),
+                                             (5.2, 1e-6), (-5.2, 1e-6), (3.0, 0.01)])
+def test_z_test_statistic_and_decision_match_the_normal_tail(z_target, alpha):
+    """The decision equals 'two-sided p-value < alpha', the p-value from erfc (an oracle without quantiles)."""
+    d, n = 8, 1000
+    se = ref.variance_standard_error(d, n)
+    z, reject = ref.variance_z_test(torch.tensor([d + z_target * se], dtype=torch.float64), d, n, alpha)
+    assert type(z) is float and type(reject) is bool
+    assert math.isclose(z, z_target, abs_tol=1e-9)
+    assert reject == (_two_sided_p(z) < alpha)
+
+
+def test_z_of_the_mean_of_m_estimates_uses_se_over_sqrt_m():
+    d, n, m = 16, 200, 25
+    se = ref.variance_standard_error(d, n)
+    estimates = torch.full((m,), d + 0.4 * se, dtype=torch.float64)
+    z, _ = ref.variance_z_test(estimates, d, n)
+    assert math.isclose(z, 0.4 * math.sqrt(m), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("d_k, n", [(1, 2), (4, 5), (32, 50)])
+def test_z_scores_of_real_estimates_are_standard_normal(d_k, n):
+    """Simulated from the reference estimator: z has mean 0 and standard deviation 1 (within 4 %)."""
+    g = torch.Generator().manual_seed(100 * d_k + n)
+    R, m = 4000, 4
+    q = torch.randn(R, m, n, d_k, generator=g, dtype=torch.float64)
+    k = torch.randn(R, m, n, d_k, generator=g, dtype=torch.float64)
+    estimates = (q * k).sum(-1).var(dim=-1)  # (R, m)
+    zs = torch.tensor([ref.variance_z_test(row, d_k, n)[0] for row in estimates])
+    assert abs(float(zs.mean())) < 4 / math.sqrt(R) * 1.5
+    assert abs(float(zs.std()) - 1) < 0.04
+
+
+def test_z_test_rejects_the_biased_estimator_and_keeps_the_unbiased_one():
+    d, n, m = 8, 2, 1000
+    unbiased = torch.tensor([ref.dot_product_variance(d, n, gen(s)) for s in range(m)], dtype=torch.float64)
+    assert ref.variance_z_test(unbiased, d, n)[1] is False
+    assert ref.variance_z_test(unbiased * (n - 1) / n, d, n)[1] is True
+
+
+def test_z_test_rejects_bad_arguments():
+    one = torch.tensor([4.0])
+    for args, kwargs in (((torch.empty(0), 4, 10), {}), ((one, 0, 10), {}), ((one, 4, 1), {}),
+                         ((one, 4, 10), {"alpha": 0.0}), ((one, 4, 10), {"alpha": 1.0})):
+        with pytest.raises(ValueError):
+            ref.variance_z_test(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# softmax_vjp
+
+
+@pytest.mark.parametrize("shape, dim", [((7,), -1), ((4, 6), -1), ((2, 3, 5), -1), ((6, 4), 0), ((2, 5, 3), 1),
+                                        ((2, 4, 3), -2)])
+def test_vjp_matches_autograd_through_softmax(shape, dim):
+    s = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    p = torch.softmax(s, dim=dim)
+    g = torch.randn(*shape, dtype=torch.float64)
+    (expected,) = torch.autograd.grad(p, s, g)
+    torch.testing.assert_close(ref.softmax_vjp(p.detach(), g, dim=dim), expected)
+
+
+def test_vjp_is_the_jacobian_transpose_times_the_gradient():
+    p = torch.softmax(torch.randn(3, 6, dtype=torch.float64), -1)
+    g = torch.randn(3, 6, dtype=torch.float64)
+    J = torch.func.vmap(torch.func.jacrev(lambda s: torch.softmax(s, -1)))(p.log())
+    torch.testing.assert_close(ref.softmax_vjp(p, g), (J.mT @ g[..., None])[..., 0])
+
+
+def test_vjp_passes_gradcheck_through_the_softmax():
+    def f(s, g):
+        return ref.softmax_vjp(torch.softmax(s, -1), g)
+
+    s = torch.randn(2, 5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(2, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (s, g))
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_vjp_keeps_the_dtype_and_stays_close_to_float64(dtype):
+    for case in (c for c in cases_mod.vjp_cases(seed=1, dtype=dtype) if c.raises is None):
+        p, g = case.args
+        got = ref.softmax_vjp(p, g, **case.kwargs)
+        assert got.dtype == p.dtype and got.shape == p.shape
+        expected = ref.softmax_vjp(p.double(), g.double(), **case.kwargs)
+        atol, rtol = TOLERANCES[dtype]
+        torch.testing.assert_close(got.double(), expected, atol=atol, rtol=rtol)
+
+
+def test_vjp_edge_cases_and_errors():
+    assert torch.equal(ref.softmax_vjp(torch.eye(4), torch.randn(4, 4)), torch.zeros(4, 4))
+    p = torch.softmax(torch.randn(3, 5, dtype=torch.float64), -1)
+    torch.testing.assert_close(ref.softmax_vjp(p, torch.full((3, 5), 2.5, dtype=torch.float64)),
+                               torch.zeros(3, 5, dtype=torch.float64))
+    with pytest.raises(ValueError):
+        ref.softmax_vjp(p, torch.ones(3, 4))
+
+
+def test_vjp_memory_cases_forbid_any_n_by_n_block():
+    for d in DTYPES:
+        for case in cases_mod.vjp_memory_cases(seed=0, dtype=d):
+            p = case.args[0]
+            n = p.shape[case.kwargs.get("dim", -1)]
+            assert n * n > 4 * case.max_numel and case.max_numel >= p.numel()

@@ -3,7 +3,11 @@
 Generators ``<name>_cases(seed, **params) -> list[Case]`` draw every tensor from a
 ``torch.Generator`` seeded with ``seed``; their labels are shown to a student whose code fails a case.
 Judges ``judge(cases, outputs) -> None`` raise ``AssertionError`` with a message for the student.
-Everything is small: all checks of the chapter together run in well under a second.
+Everything is small but the long-sequence and dtype cases of the shared families
+(:mod:`solutions.cases.families`): each floating dtype has a check of its own with that dtype's tolerances,
+extreme score rows are fed to the attention through identity keys (``k = sqrt(d_k) I``, so the scores
+equal ``q`` exactly), and every broadcast class of a mask is tried. ``CONTRACT`` (at the end) maps every
+clause of every statement to the cases that exercise it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import torch
 
 from grader.checks import Case
 from solutions.cases._common import assert_weight_rows
+from solutions.cases.families import (DTYPES, LONG_LENGTHS, expanded, extreme_scores, mask_broadcasts,
+                                      non_contiguous, randn, tag)
 
 #: Tolerances of the property judges (float32 results).
 ATOL, RTOL = 1e-5, 1e-4
@@ -60,7 +66,18 @@ def project_qkv_cases(seed: int) -> list[Case]:
         case((2, 3), 4, 5, 3, 2, "two leading batch dims (2, 3), T=4, d_model=5, d_k=3, d_v=2"),
         case((2,), 1, 3, 5, 4, "T=1, d_model=3 smaller than d_k=5 and d_v=4"),
         case((), 7, 8, 8, 8, "square matrices, T=7, d_model=d_k=d_v=8"),
+        Case(args=(non_contiguous(_randn(g, 2, 4, 5)), _randn(g, 5, 3), _randn(g, 5, 3), _randn(g, 5, 2)),
+             label="a non-contiguous x (a strided view)"),
     ]
+
+
+def project_qkv_dtype_cases(seed: int, dtype: str) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+
+    def x(*shape: int) -> torch.Tensor:
+        return randn(g, *shape, dtype=dtype)
+
+    return [Case(args=(x(2, 5, 6), x(6, 4), x(6, 4), x(6, 3)), label=tag("batch of 2, T=5, d_model=6, d_k=4, d_v=3", dtype))]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -103,6 +120,38 @@ def softmax_cases(seed: int, extreme: bool = False) -> list[Case]:
     ]
 
 
+def softmax_dtype_cases(seed: int, dtype: str) -> list[Case]:
+    """One dtype: ordinary rows, rows mixing -inf (a mask) with finite logits, the extreme families."""
+    g = torch.Generator().manual_seed(seed)
+    mixed = randn(g, 3, 6, dtype=dtype)
+    mixed[0, [1, 4]] = float("-inf")
+    mixed[2, :5] = float("-inf")
+    huge = extreme_scores(g, 3, 7, kind="huge", dtype=dtype)
+    huge[:, 2] = float("-inf")
+    cases = [
+        Case(args=(randn(g, 4, 7, scale=3.0, dtype=dtype),), label=tag("rows of shape (4, 7)", dtype)),
+        Case(args=(randn(g, 2, 5, 3, dtype=dtype),), kwargs={"dim": 1}, label=tag("shape (2, 5, 3) along dim=1", dtype)),
+        Case(args=(mixed,), label=tag("-inf entries (a mask) among finite logits, one finite entry left", dtype)),
+        Case(args=(huge,), label=tag("logits of size ~1e4 with a -inf column", dtype)),
+        Case(args=(extreme_scores(g, 3, 6, kind="dominant", dtype=dtype),),
+             label=tag("one logit per row 60 above the others", dtype)),
+    ]
+    if dtype in ("float32", "float64"):
+        # not in half precision: there the logits themselves are rounded to 1/4 (float16) or 2 (bfloat16) at
+        # -300, and a correct log-sum-exp rounded to that dtype is off by as much; the case would grade rounding
+        cases.append(Case(args=(extreme_scores(g, 3, 6, kind="very_negative", dtype=dtype),),
+                          label=tag("every logit of every row below -100", dtype)))
+    if dtype == "float32":
+        cases += [
+            Case(args=(extreme_scores(g, 2, 5000, kind="near_uniform"),),
+                 label="near-uniform rows over 5000 outcomes"),
+            Case(args=(non_contiguous(_randn(g, 3, 5)),), label="a non-contiguous x (a strided view)"),
+            Case(args=(_randn(g, 4, 3).T,), kwargs={"dim": 0}, label="a transposed x along dim=0"),
+            Case(args=(expanded(_randn(g, 6), 3),), label="an expanded x (stride 0 along the rows)"),
+        ]
+    return cases
+
+
 # ---------------------------------------------------------------------------------------------------
 # scaled_dot_product_attention
 
@@ -135,6 +184,60 @@ def sdpa_cases(seed: int) -> list[Case]:
         case((), 4, 4, 2, 3, "huge logits: scores in the hundreds (exp overflows without the max trick)",
              scale=20.0, mask=_mask(g, 4, 4)),
     ]
+
+
+def _identity_keys(g: torch.Generator, scores: torch.Tensor, d_v: int = 3) -> tuple:
+    """``(q, k, v)`` whose scaled scores ``q k^T / sqrt(d_k)`` are exactly ``scores``: ``d_k = T_k`` must be a
+    power of 4 so that ``sqrt(d_k)`` is a power of 2, and ``k = sqrt(d_k) I``."""
+    T_k = scores.shape[-1]
+    root = int(round(T_k ** 0.5))
+    assert root * root == T_k and root & (root - 1) == 0, "T_k must be a power of 4"
+    k = torch.eye(T_k, dtype=scores.dtype) * root
+    v = randn(g, T_k, d_v, dtype=scores.dtype)
+    return scores.clone(), k, v
+
+
+def sdpa_dtype_cases(seed: int, dtype: str) -> list[Case]:
+    """One dtype: batched with a mask, cross-attention, masks as -inf in half precision, extreme scores."""
+    g = torch.Generator().manual_seed(seed)
+
+    def x(*shape: int) -> torch.Tensor:
+        return randn(g, *shape, dtype=dtype)
+
+    huge = extreme_scores(g, 3, 4, kind="huge", dtype=dtype)  # (T_q=3, T_k=d_k=4), |scores| <= 3e4
+    huge_mask = torch.tensor([[True, False, True, True], [False, True, True, False], [True, True, False, True]])
+    cases = [
+        Case(args=(x(2, 3, 5, 4), x(2, 3, 7, 4), x(2, 3, 7, 6), _mask(g, 5, 7)),
+             label=tag("batched (2, 3), T_q=5, T_k=7, d_v=6, with a (T_q, T_k) mask", dtype)),
+        Case(args=(x(2, 4, 8), x(2, 4, 8), x(2, 4, 3), _causal(4)), label=tag("causal (T, T) mask, d_k=8", dtype)),
+        Case(args=(x(3, 2, 5), x(3, 6, 5), x(3, 6, 2)), label=tag("cross-attention T_q=2, T_k=6, no mask", dtype)),
+        Case(args=(*_identity_keys(g, huge), huge_mask),
+             label=tag("scores of size ~1e4 with masked (-inf) entries", dtype)),
+        Case(args=_identity_keys(g, extreme_scores(g, 3, 16, kind="dominant", dtype=dtype)),
+             label=tag("one score per row 60 above the others", dtype)),
+    ]
+    if dtype in ("float32", "float64"):  # not in half precision, as for softmax_dtype_cases
+        cases.append(Case(args=_identity_keys(g, extreme_scores(g, 2, 16, kind="very_negative", dtype=dtype)),
+                          label=tag("every score of a row below -100", dtype)))
+    return cases
+
+
+def sdpa_mask_cases(seed: int) -> list[Case]:
+    """Every broadcast class of a mask against scores (B=2, H=3, T_q=4, T_k=5), and a batch with no head axis."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for lead in ((2, 3), (3,)):
+        for label, mask in mask_broadcasts(g, lead, 4, 5):
+            q, k, v = _randn(g, *lead, 4, 6), _randn(g, *lead, 5, 6), _randn(g, *lead, 5, 3)
+            cases.append(Case(args=(q, k, v, mask), label=f"scores {(*lead, 4, 5)}, {label}"))
+    q = _randn(g, 2, 3, 5, 4)
+    cases += [
+        Case(args=(q.transpose(-2, -1).contiguous().transpose(-2, -1), non_contiguous(_randn(g, 2, 3, 6, 4)),
+                   _randn(g, 2, 6, 3, 5).transpose(1, 2)), label="non-contiguous q, k and v (transposed and strided views)"),
+        Case(args=(_randn(g, 2, 5, 4), _randn(g, 2, 5, 4), _randn(g, 2, 5, 2), expanded(_causal(5), 2)),
+             label="an expanded mask (stride 0 along the batch)"),
+    ]
+    return cases
 
 
 def attention_weights_are_distributions(cases: list[Case], outputs: list) -> None:
@@ -171,6 +274,9 @@ def self_attention_cases(seed: int) -> list[Case]:
         Case(args=(_randn(g, 3, 6, 8), _key_padding(g, 3, 6)[:, None, :]), init=(8, 4, 6, False),
              label="key-padding mask of shape (B, 1, T), B=3, T=6, d_model=8, d_k=4, d_v=6"),
         Case(args=(_randn(g, 2, 1, 5),), init=(5, 3, 2, True), label="T=1: a single token, with bias"),
+        *[Case(args=(_randn(g, 2, 3, 6, 4), mask), init=(4, 3, 5, False), label=f"x (2, 3, 6, 4), {label}")
+          for label, mask in mask_broadcasts(g, (2, 3), 6, 6)],
+        Case(args=(non_contiguous(_randn(g, 2, 5, 4)),), init=(4, 4, 3, False), label="a non-contiguous x"),
     ]
 
 
@@ -239,4 +345,118 @@ def sinusoidal_cases(seed: int) -> list[Case]:
         Case(args=(5, 10), label="T=5, d_model=10 (d_model/2 odd)"),
         Case(args=(32, 16), label="T=32, d_model=16"),
         Case(args=(12, 64), label="T=12, d_model=64"),
+        Case(args=(0, 8), label="T=0: an empty (0, 8) table"),
+        Case(args=(4, 5), raises="ValueError", label="odd d_model=5 (ValueError)"),
+        Case(args=(4, 0), raises="ValueError", label="d_model=0 (ValueError)"),
+        Case(args=(-1, 4), raises="ValueError", label="T=-1 (ValueError)"),
     ]
+
+
+def sinusoidal_long_cases(seed: int) -> list[Case]:
+    """Lengths past the fixed tables of many tutorials (256, 512, 5000)."""
+    del seed
+    return [Case(args=(T, d), label=f"long sequence T={T}, d_model={d}")
+            for T, d in zip(LONG_LENGTHS, (16, 64, 32))]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract: every clause of every statement -> the hidden cases that exercise it
+
+
+def _dtypes(label: str) -> list[str]:
+    return [tag(label, d) for d in DTYPES]
+
+
+_MASK_CLASSES = [label for label, _ in mask_broadcasts(torch.Generator().manual_seed(0), (2, 3), 4, 5)]
+
+CONTRACT = {
+    "project_qkv": {
+        "q = x @ W_q, k = x @ W_k, v = x @ W_v, in that order": [
+            "one sequence, no batch dim: T=3, d_model=4, d_k=2, d_v=3", "square matrices, T=7, d_model=d_k=d_v=8"],
+        "any number of leading batch dims, the same matrices for every sequence": [
+            "batch of 2, T=5, d_model=6, d_k=4, d_v=3", "two leading batch dims (2, 3), T=4, d_model=5, d_k=3, d_v=2"],
+        "d_v may differ from d_k, d_model may be smaller": ["T=1, d_model=3 smaller than d_k=5 and d_v=4"],
+        "any floating dtype, the outputs keep it": _dtypes("batch of 2, T=5, d_model=6, d_k=4, d_v=3"),
+        "any memory layout": ["a non-contiguous x (a strided view)"],
+        "new tensors, the arguments unchanged": ["batch of 2, T=5, d_model=6, d_k=4, d_v=3"],
+    },
+    "softmax": {
+        "exp(x - max) / sum along dim, any dim": [
+            "a vector of 5 logits", "shape (2, 3, 6) along dim=1", "shape (5, 4) along dim=0 (columns)",
+            "shape (2, 4, 3) along dim=-2", "a single entry along dim=-1 (shape (4, 1))"],
+        "float16, bfloat16, float32, float64; the result keeps x's dtype": _dtypes("rows of shape (4, 7)"),
+        "-inf entries get weight exactly 0, in every dtype": [
+            "rows mixing -inf with finite logits",
+            *_dtypes("-inf entries (a mask) among finite logits, one finite entry left")],
+        "no overflow at logits around +-1e4, next to -inf entries, in every dtype": [
+            "large logits around +1e4 (exp overflows)", "large negative logits around -1e4 (exp underflows)",
+            "logits around 1e4 along dim=1", "one dominant logit 1e4, equal logits",
+            *_dtypes("logits of size ~1e4 with a -inf column")],
+        "every logit of a row far below zero (float32, float64: in half precision such logits are rounded "
+        "to 1/4 or 2, see softmax_dtype_cases)": [
+            "every logit of every row below -100", "every logit of every row below -100 (float64)"],
+        "one logit far above the rest; near-uniform rows over many outcomes": [
+            *_dtypes("one logit per row 60 above the others"), "near-uniform rows over 5000 outcomes",
+            "logits with standard deviation 50 (exp overflows float32 above 88.7)"],
+        "any layout (transposed, strided, expanded)": [
+            "a non-contiguous x (a strided view)", "a transposed x along dim=0", "an expanded x (stride 0 along the rows)"],
+        "must not call torch.softmax or its family (log_softmax included)": ["ban:torch.softmax"],
+        "a new tensor, x unchanged": ["rows of shape (4, 7), default dim=-1"],
+    },
+    "scaled_dot_product_attention": {
+        "out = softmax(q k^T / sqrt(d_k)) v and the weights": [
+            "one sequence, no batch dim: T=3, d_k=d_v=2, no mask", "batch of 3, T=5, d_k=4, d_v=6, no mask"],
+        "T_q may differ from T_k, d_v from d_k": [
+            "cross-attention: batch of 2, T_q=2, T_k=7, d_k=3, d_v=5",
+            "one sequence, no batch dim: T=4, d_k=4, d_v=8 (d_v != d_k)"],
+        "each row of weights a distribution over the keys, exactly 0 where masked": [
+            "causal (T, T) mask, odd T=5, d_k=3, d_v=7", "key-padding mask of shape (B, 1, 1, T_k), B=2, H=3, T=5"],
+        "a mask of every broadcast class": [f"scores (2, 3, 4, 5), {label}" for label in _MASK_CLASSES] + [
+            "scores (3, 4, 5), a 1-D key mask (T_k,)", "scores (3, 4, 5), a per-head mask (3, 4, 5)",
+            "an expanded mask (stride 0 along the batch)"],
+        "float16, bfloat16, float32, float64; out and weights keep the dtype (masked -inf in float16)":
+            _dtypes("batched (2, 3), T_q=5, T_k=7, d_v=6, with a (T_q, T_k) mask") + _dtypes("causal (T, T) mask, d_k=8")
+            + _dtypes("cross-attention T_q=2, T_k=6, no mask"),
+        "scores around +-1e4 next to masked entries, in every dtype": _dtypes("scores of size ~1e4 with masked (-inf) entries")
+            + ["huge logits: scores in the hundreds (exp overflows without the max trick)",
+               "large logits: q, k entries of size ~6, scores up to ~1e2"],
+        "scores all far below zero (float32, float64), or one far above the rest (every dtype)": [
+            "every score of a row below -100", "every score of a row below -100 (float64)"]
+            + _dtypes("one score per row 60 above the others"),
+        "any layout of q, k, v": ["non-contiguous q, k and v (transposed and strided views)"],
+        "T=1": ["T=1: a single query and key"],
+        "must not call F.scaled_dot_product_attention": [
+            "ban:torch.nn.functional.scaled_dot_product_attention", "ban:aten._scaled_dot_product*"],
+        "new tensors, inputs unchanged": ["batch of 3, T=5, d_k=4, d_v=6, no mask"],
+        "masked scores may hold any value": "not gradable: the scores are computed inside from q and k, so no "
+                                            "caller can put a value at a masked score",
+    },
+    "SelfAttention": {
+        "W_q, W_k, W_v are nn.Linear(d_model, d_k / d_k / d_v, bias), d_v defaults to d_k": [
+            "one sequence, no batch dim: T=3, d_model=4, d_k=2, d_v=None (defaults to d_k)",
+            "batch of 2, T=5, d_model=6, d_k=4, d_v=3", "with bias: batch of 2, T=4, d_model=6, d_k=3, d_v=5"],
+        "forward = attention over W_q(x), W_k(x), W_v(x), any leading dims": [
+            "two leading batch dims (2, 2), odd T=5, d_model=d_k=4, d_v=2, causal (T, T) mask",
+            "T=1: a single token, with bias"],
+        "any mask exercise 3 accepts": [f"x (2, 3, 6, 4), {label}" for label in
+                                        [lb for lb, _ in mask_broadcasts(torch.Generator().manual_seed(0), (2, 3), 6, 6)]]
+            + ["key-padding mask of shape (B, 1, T), B=3, T=6, d_model=8, d_k=4, d_v=6"],
+        "any layout of x": ["a non-contiguous x"],
+        "permutation-equivariant without positions": [
+            "one sequence, T=4, d_model=6, d_k=3, d_v=5: tokens permuted by [2, 1, 3, 0]"],
+        "must not call F.scaled_dot_product_attention": ["ban:torch.nn.functional.scaled_dot_product_attention"],
+        "float32 (the layers' dtype)": ["batch of 2, T=5, d_model=6, d_k=4, d_v=3"],
+        "a call keeps nothing from the calls before it": "not gradable: every hidden case builds a fresh module and "
+                                                         "calls it once; the visible test calls one module on several inputs",
+    },
+    "sinusoidal_positions": {
+        "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...), interleaved": [
+            "T=3, d_model=4", "odd T=7, d_model=6", "T=5, d_model=10 (d_model/2 odd)", "T=12, d_model=64"],
+        "float32 (T, d_model)": ["T=1, d_model=2", "T=32, d_model=16"],
+        "any T >= 0: T=0 gives an empty table": ["T=0: an empty (0, 8) table"],
+        "long sequences, no table of fixed length (past 256, 512, 5000)": [
+            "long sequence T=300, d_model=16", "long sequence T=600, d_model=64", "long sequence T=5003, d_model=32"],
+        "raises ValueError for odd or non-positive d_model, negative T": [
+            "odd d_model=5 (ValueError)", "d_model=0 (ValueError)", "T=-1 (ValueError)"],
+    },
+}

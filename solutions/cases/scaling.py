@@ -29,7 +29,18 @@ Four judges, each with a false-failure probability (a correct answer failing) at
   large-``n`` standard error: a dot product of width 1 is far from normal (fourth moment 9, not 3), and
   such a fake has ``R`` near 0.25.
 
-The other two exercises are deterministic and compared with the reference (``check_close``).
+Two more judges for the calls the statement names: :func:`uses_the_global_stream_without_generator` (two
+calls with ``generator=None`` in a row continue PyTorch's global stream, so they differ; a fallback to a
+fresh ``torch.Generator()`` gives the same float twice) and :func:`continues_a_shared_generator` (a
+generator that has already been drawn from continues where it stands: re-seeding it from
+``initial_seed()`` gives the fresh generator's estimate again).
+
+``variance_z_test`` is deterministic: the statistic and the decision are compared with the reference
+(``check_close``), on estimates built to sit at a chosen z, some between the one-sided and the two-sided
+critical values. The other exercises are compared with the reference per dtype; ``softmax_vjp`` also under
+a memory bound that any ``(..., n, n)`` tensor breaks, for every kind of input its statement allows.
+
+``CONTRACT`` (at the end) maps every clause of every statement to the cases that exercise it.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from collections import defaultdict
 import torch
 
 from grader.checks import Case
+from solutions.cases.families import DTYPES, expanded, extreme_scores, non_contiguous, randn, tag
 from solutions.scaling import variance_standard_error
 
 #: Standard errors a mean estimate may stray from d_k (two-sided normal tail 2e-9).
@@ -80,6 +92,113 @@ def variance_seed_cases(seed: int) -> list[Case]:
                       label="n_samples=1: one dot product has no sample variance (ValueError)"))
     cases.append(Case(args=(0, 100, _generator(s)), raises="ValueError", label="d_k=0 (ValueError)"))
     return cases
+
+
+def variance_stream_cases(seed: int) -> list[Case]:
+    """Two calls in a row with ``generator=None`` (the global stream), per setting."""
+    del seed  # the global stream is whatever the notebook left it at; the judge needs no seed
+    return [Case(args=(d_k, n), kwargs={"generator": None} if kw else {},
+                 label=f"d_k={d_k}, n_samples={n}, generator=None{' given' if kw else ' by default'} ({tag_})")
+            for d_k, n in ((5, 400), (64, 2000)) for kw in (False, True)
+            for tag_ in ("first call", "second call")]
+
+
+def variance_shared_cases(seed: int) -> list[Case]:
+    """A fresh generator, and the same seed after one call has drawn from it (a generator shared by two calls)."""
+    cases = []
+    for i, (d_k, n) in enumerate(((3, 300), (32, 1000))):
+        s = _seeds(seed, 2)[i]
+        advanced = _generator(s)
+        torch.randn(n, d_k, generator=advanced, dtype=torch.float64)  # what a first call would draw
+        torch.randn(n, d_k, generator=advanced, dtype=torch.float64)
+        cases.append(Case(args=(d_k, n, _generator(s)), label=f"d_k={d_k}, n_samples={n}, a fresh generator seeded {s}"))
+        cases.append(Case(args=(d_k, n, advanced),
+                          label=f"d_k={d_k}, n_samples={n}, the generator seeded {s} after a first call drew from it"))
+    return cases
+
+
+def uses_the_global_stream_without_generator(cases: list[Case], outputs: list) -> None:
+    """Pairs of calls with ``generator=None``: both plausible estimates of ``d_k``, and different."""
+    values = _estimates(cases, outputs)
+    for i in range(0, len(cases), 2):
+        d_k, n = cases[i].args
+        for case, value in ((cases[i], values[i]), (cases[i + 1], values[i + 1])):
+            se = variance_standard_error(d_k, n)
+            assert abs(value - d_k) <= Z * se, (
+                f"case '{case.label}': the estimate {value:.4g} is more than {Z:g} standard errors ({Z * se:.3g}) "
+                f"from d_k = {d_k}")
+        assert values[i] != values[i + 1], (
+            f"two calls in a row with d_k={d_k}, n_samples={n} and generator=None gave the same estimate "
+            f"{values[i]:.6g}: without a generator, draw from PyTorch's global random stream "
+            "(torch.randn(..., generator=None)), which moves on after every draw -- not from a fresh "
+            "torch.Generator() or a fixed seed")
+
+
+def continues_a_shared_generator(cases: list[Case], outputs: list) -> None:
+    """A generator already drawn from gives another estimate than a fresh one with the same seed."""
+    values = _estimates(cases, outputs)
+    for i in range(0, len(cases), 2):
+        d_k, n, _ = cases[i].args
+        se = variance_standard_error(d_k, n)
+        for case, value in ((cases[i], values[i]), (cases[i + 1], values[i + 1])):
+            assert abs(value - d_k) <= Z * se, (
+                f"case '{case.label}': the estimate {value:.4g} is more than {Z:g} standard errors ({Z * se:.3g}) "
+                f"from d_k = {d_k}")
+        assert values[i] != values[i + 1], (
+            f"case '{cases[i + 1].label}': gave the same estimate {values[i]:.6g} as a fresh generator with that "
+            "seed: draw from the generator you are given, where it stands (two calls sharing one generator get "
+            "two different estimates), without re-seeding it or making a new one from initial_seed()")
+
+
+# ---------------------------------------------------------------------------------------------------
+# variance_z_test
+
+
+def _z_case(d_k: int, n: int, zs: list[float], label: str, alpha: float | None = None,
+            dtype: torch.dtype = torch.float64, positional: bool = False) -> Case:
+    """Estimates whose mean sits at ``z`` standard errors of the mean from ``d_k`` (``zs`` the per-estimate
+    offsets in units of se; their mean, times sqrt(M), is the z of the test)."""
+    se = variance_standard_error(d_k, n)
+    estimates = torch.tensor([d_k + z * se for z in zs], dtype=torch.float64).to(dtype)
+    if alpha is None:
+        return Case(args=(estimates, d_k, n), label=label)
+    if positional:
+        return Case(args=(estimates, d_k, n, alpha), label=label)
+    return Case(args=(estimates, d_k, n), kwargs={"alpha": alpha}, label=label)
+
+
+def z_test_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    M = 50
+    noise = torch.randn(M, generator=g, dtype=torch.float64)
+    noise = (noise - noise.mean()).tolist()  # mean exactly 0: the z of the test is set by the shift below
+    return [
+        _z_case(64, 10_000, [1.3], "one estimate, d_k=64, n_samples=10000, 1.3 se above d_k"),
+        _z_case(1, 100, [-2.0], "d_k=1 (fourth moment 9, not the normal 3), n_samples=100, 2 se below"),
+        _z_case(4, 2, [0.7], "n_samples=2: the exact standard error, not its large-n form"),
+        _z_case(16, 5, [-0.4], "n_samples=5, d_k=16, 0.4 se below"),
+        _z_case(16, 200, [2.0 / math.sqrt(M) + x for x in noise],
+                f"M={M} estimates whose mean is 2 standard errors of the mean above d_k"),
+        _z_case(300, 30, [x - 5.5 / math.sqrt(M) for x in noise],
+                f"M={M} estimates, mean 5.5 standard errors of the mean below d_k: reject"),
+        _z_case(8, 1000, [5.2], "z=+5.2 > 4.89: reject at the default alpha=1e-6"),
+        _z_case(8, 1000, [-5.2], "z=-5.2: a two-sided test rejects below as well"),
+        _z_case(8, 1000, [4.82], "z=4.82, between the one-sided 4.75 and the two-sided 4.89 critical values"),
+        _z_case(32, 500, [1.8], "alpha=0.05 as keyword, z=1.8 (one-sided 1.645 < z < two-sided 1.96)", alpha=0.05),
+        _z_case(32, 500, [-2.1], "alpha=0.05 given positionally, z=-2.1: reject", alpha=0.05, positional=True),
+        _z_case(2, 50, [0.0, 1.0, -0.5, 2.5], "four estimates given as float32",
+                dtype=torch.float32),
+        _z_case(8, 1000, [3.0], "alpha=0.01, z=3.0: reject", alpha=0.01),
+        Case(args=(torch.empty(0, dtype=torch.float64), 4, 100), raises="ValueError",
+             label="no estimate (ValueError)"),
+        Case(args=(torch.tensor([4.0], dtype=torch.float64), 4, 1), raises="ValueError",
+             label="n_samples=1 (ValueError)"),
+        Case(args=(torch.tensor([1.0], dtype=torch.float64), 0, 100), raises="ValueError", label="d_k=0 (ValueError)"),
+        Case(args=(torch.tensor([4.0], dtype=torch.float64), 4, 100), kwargs={"alpha": 0.0}, raises="ValueError",
+             label="alpha=0 (ValueError)"),
+        Case(args=(torch.tensor([4.0], dtype=torch.float64), 4, 100), kwargs={"alpha": 1.0}, raises="ValueError",
+             label="alpha=1 (ValueError)"),
+    ]
 
 
 def variance_sample_cases(seed: int, d_k: int, n_samples: int, count: int) -> list[Case]:
@@ -259,9 +378,28 @@ def _with_zeros(g: torch.Generator, rows: int, n: int) -> torch.Tensor:
     return torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1)
 
 
+def _probs(g: torch.Generator, *shape: int, scale: float = 1.0, dim: int = -1, dtype: str = "float32") -> torch.Tensor:
+    """A softmax computed in float64 and rounded to ``dtype`` (the same distribution in every dtype)."""
+    return torch.softmax(randn(g, *shape, scale=scale, dtype=torch.float64), dim=dim).to(DTYPES[dtype])
+
+
+def entropy_dtype_cases(seed: int, dtype: str) -> list[Case]:
+    """The same distributions in one dtype: a batch, another dim, exact zeros, one-hot rows."""
+    g = torch.Generator().manual_seed(seed)
+    dt = DTYPES[dtype]
+    return [
+        Case(args=(_probs(g, 4, 7, scale=2.0, dtype=dtype),), label=tag("4 rows of 7", dtype)),
+        Case(args=(_probs(g, 2, 6, 3, dim=1, dtype=dtype),), kwargs={"dim": 1},
+             label=tag("shape (2, 6, 3) along dim=1", dtype)),
+        Case(args=(_with_zeros(g, 4, 6).to(dt),), label=tag("rows with exact zeros, the last one-hot", dtype)),
+    ]
+
+
 def entropy_cases(seed: int) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     one_hot = torch.eye(4)[torch.tensor([2, 0, 3])]  # (3, 4)
+    many = 1_000_000
+    near_uniform = torch.softmax(extreme_scores(g, 2, many, kind="near_uniform", dtype=torch.float64), -1)
     return [
         Case(args=(_softmax(g, 1, 5),), label="one distribution over 5 outcomes, shape (1, 5)"),
         Case(args=(_softmax(g, 5),), label="a 1-D distribution over 5 outcomes: the entropy is a 0-d tensor"),
@@ -278,11 +416,23 @@ def entropy_cases(seed: int) -> list[Case]:
         Case(args=(_softmax(g, 3, 9, scale=40.0),),
              label="saturated float32 rows: logits of size ~40, many probabilities underflow to 0"),
         Case(args=(_softmax(g, 2, 3, 5, scale=2.0, dtype=torch.float64),), label="float64 (2, 3, 5)"),
+        Case(args=(near_uniform.float(),),
+             label=f"near-uniform rows over {many} outcomes (p ~ 1e-6: log(p + eps) is visibly off)"),
+        Case(args=(non_contiguous(_softmax(g, 3, 5)),), label="a non-contiguous p (a strided view)"),
+        Case(args=(expanded(_softmax(g, 5), 3),), label="an expanded p (stride 0 along the rows)"),
     ]
 
 
 # ---------------------------------------------------------------------------------------------------
 # softmax_jacobian
+
+
+def jacobian_dtype_cases(seed: int, dtype: str) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    return [
+        Case(args=(_probs(g, 3, 5, scale=2.0, dtype=dtype),), label=tag("a batch of 3 rows of 5", dtype)),
+        Case(args=(_probs(g, 6, dtype=dtype),), label=tag("one distribution of 6", dtype)),
+    ]
 
 
 def jacobian_cases(seed: int) -> list[Case]:
@@ -296,4 +446,175 @@ def jacobian_cases(seed: int) -> list[Case]:
         Case(args=(_softmax(g, 3, 1),), label="n=1 (softmax is constant 1, the Jacobian 0), shape (3, 1)"),
         Case(args=(_with_zeros(g, 3, 7),), label="rows with exact zeros (masked entries)"),
         Case(args=(_softmax(g, 2, 7, scale=3.0, dtype=torch.float64),), label="float64, shape (2, 7)"),
+        Case(args=(_softmax(g, 2, 5, 3, dim=1).transpose(1, 2),),
+             label="a non-contiguous p (a transposed view, shape (2, 3, 5))"),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# softmax_vjp
+
+
+def _vjp_case(g: torch.Generator, shape: tuple[int, ...], dim: int, dtype: str, label: str,
+              memory: bool = False, p_scale: float = 2.0) -> Case:
+    p = _probs(g, *shape, scale=p_scale, dim=dim, dtype=dtype)
+    grad = randn(g, *shape, dtype=dtype)
+    kwargs = {} if dim == -1 else {"dim": dim}
+    if not memory:
+        return Case(args=(p, grad), kwargs=kwargs, label=tag(label, dtype))
+    n, size = shape[dim], p.numel()
+    # a few p-sized temporaries (an upcast copy, p * g, the result) are fine; one (n, n) block is not
+    limit, live = size + 4096, 6 * size + 8192
+    assert n * n > 4 * limit, "one (n, n) Jacobian must break the bound"
+    return Case(args=(p, grad), kwargs=kwargs, label=tag(label, dtype), max_numel=limit, max_live=live)
+
+
+def vjp_cases(seed: int, dtype: str = "float32") -> list[Case]:
+    """Values in one dtype; in float32 also the edge cases, layouts and errors."""
+    g = torch.Generator().manual_seed(seed)
+    cases = [
+        _vjp_case(g, (5,), -1, dtype, "one distribution over 5 outcomes"),
+        _vjp_case(g, (4, 7), -1, dtype, "a batch of 4 rows of 7, default dim=-1"),
+        _vjp_case(g, (2, 3, 6), -1, dtype, "two leading batch dims (2, 3), n=6"),
+        _vjp_case(g, (6, 4), 0, dtype, "shape (6, 4), distributions along dim=0"),
+        _vjp_case(g, (2, 5, 3), 1, dtype, "shape (2, 5, 3) along dim=1"),
+        _vjp_case(g, (2, 4, 3), -2, dtype, "shape (2, 4, 3) along dim=-2"),
+    ]
+    if dtype != "float32":
+        return cases
+    one_hot = torch.eye(5)[torch.tensor([1, 4, 0])]
+    zeros = _with_zeros(g, 3, 6)
+    p = _probs(g, 3, 8)
+    grad = randn(g, 8)
+    cases += [
+        Case(args=(one_hot, randn(g, 3, 5)), label="one-hot rows: no gradient gets through (exactly 0)"),
+        Case(args=(zeros, randn(g, 3, 6)), label="rows with exact zeros (masked keys get no gradient)"),
+        Case(args=(_probs(g, 4, 1), randn(g, 4, 1)), label="n=1: softmax is constant, the gradient 0"),
+        Case(args=(torch.full((2, 6), 1 / 6), torch.ones(2, 6)),
+             label="a constant upstream gradient: adding c to every score changes nothing, so 0"),
+        Case(args=(non_contiguous(p), non_contiguous(randn(g, 3, 8))), label="non-contiguous p and grad_p"),
+        Case(args=(p, expanded(grad, 3)), label="an expanded grad_p (stride 0 along the rows)"),
+        Case(args=(p, randn(g, 3, 7)), raises="ValueError", label="grad_p of another shape (ValueError)"),
+    ]
+    return cases
+
+
+def vjp_memory_cases(seed: int, dtype: str = "float32") -> list[Case]:
+    """Long distributions under a bound of about one input's size: any (n, n) block breaks it, for every
+    kind of input the statement allows (1-D, batched, leading dims, another dim)."""
+    g = torch.Generator().manual_seed(seed)
+    return [
+        _vjp_case(g, (4096,), -1, dtype, "memory: one distribution over 4096 outcomes", memory=True),
+        _vjp_case(g, (4, 1024), -1, dtype, "memory: 4 rows of 1024", memory=True),
+        _vjp_case(g, (2, 2, 512), -1, dtype, "memory: leading dims (2, 2), n=512", memory=True),
+        _vjp_case(g, (1024, 3), 0, dtype, "memory: n=1024 along dim=0", memory=True),
+        _vjp_case(g, (2, 512, 3), 1, dtype, "memory: n=512 along dim=1", memory=True),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract: every clause of every statement -> the hidden cases that exercise it
+
+
+def _dtype_labels(label: str) -> list[str]:
+    return [tag(label, d) for d in DTYPES]
+
+
+CONTRACT = {
+    "dot_product_variance": {
+        "returns a Python float (not a tensor), never negative": ["d_k=1, n_samples=50, seed 11000034 (first call)"],
+        "the same generator seed gives exactly the same float": [
+            "d_k=7, n_samples=200, seed 11000055 (same seed again)", "d_k=1, n_samples=50, seed 11000034 (same seed again)"],
+        "different seeds give different floats (not d_k itself)": [
+            "d_k=64, n_samples=1000, seed 11000083 (another seed)"],
+        "n_samples defaults to 10000": ["d_k=8, default n_samples (10000), seed 11000118 (first call)"],
+        "generator=None (default or given) draws from PyTorch's global stream, which moves on":
+            ["d_k=5, n_samples=400, generator=None by default (second call)",
+             "d_k=64, n_samples=2000, generator=None given (second call)"],
+        "a generator already drawn from is used where it stands (two calls sharing one generator)":
+            ["d_k=3, n_samples=300, the generator seeded 18000055 after a first call drew from it",
+             "d_k=32, n_samples=1000, the generator seeded 18000062 after a first call drew from it"],
+        "unbiased: divisor n_samples - 1 (the mean over seeds is d_k)": [
+            "d_k=32, n_samples=2, seed 12000037", "d_k=256, n_samples=20, seed 13000040"],
+        "q, k standard normal, n_samples independent pairs (the distribution at n_samples=2)": [
+            "d_k=32, n_samples=2, seed 12000037"],
+        "as noisy as the standard error says (all n_samples pairs used)": [
+            "d_k=1, n_samples=100, seed 14000043", "d_k=16, n_samples=100, seed 15000046"],
+        "raises ValueError for d_k < 1 or n_samples < 2": [
+            "n_samples=1: one dot product has no sample variance (ValueError)", "d_k=0 (ValueError)"],
+        "raises TypeError when generator is neither None nor a torch.Generator":
+            "not gradable: torch.randn itself raises TypeError for such a generator, so every answer passes",
+    },
+    "variance_z_test": {
+        "z = (mean of the M estimates - d_k) / (se / sqrt(M)), a Python float": [
+            "one estimate, d_k=64, n_samples=10000, 1.3 se above d_k",
+            "M=50 estimates whose mean is 2 standard errors of the mean above d_k",
+            "M=50 estimates, mean 5.5 standard errors of the mean below d_k: reject"],
+        "se is the exact standard error of the chapter, fourth moment 3 d^2 + 6 d (not a normal's 3 d^2)": [
+            "d_k=1 (fourth moment 9, not the normal 3), n_samples=100, 2 se below"],
+        "se is exact at small n_samples, not the large-n approximation": [
+            "n_samples=2: the exact standard error, not its large-n form", "n_samples=5, d_k=16, 0.4 se below"],
+        "two-sided: reject when |z| > Phi^-1(1 - alpha/2), also for z < 0": [
+            "z=+5.2 > 4.89: reject at the default alpha=1e-6", "z=-5.2: a two-sided test rejects below as well",
+            "z=4.82, between the one-sided 4.75 and the two-sided 4.89 critical values",
+            "alpha=0.05 as keyword, z=1.8 (one-sided 1.645 < z < two-sided 1.96)"],
+        "alpha is a parameter (positional or keyword), default 1e-6": [
+            "alpha=0.05 given positionally, z=-2.1: reject", "alpha=0.01, z=3.0: reject",
+            "z=4.82, between the one-sided 4.75 and the two-sided 4.89 critical values"],
+        "reject is a Python bool": ["z=+5.2 > 4.89: reject at the default alpha=1e-6"],
+        "estimates may be float32 (computed in float64)": ["four estimates given as float32"],
+        "raises ValueError for no estimate, d_k < 1, n_samples < 2, alpha outside (0, 1)": [
+            "no estimate (ValueError)", "d_k=0 (ValueError)", "n_samples=1 (ValueError)", "alpha=0 (ValueError)",
+            "alpha=1 (ValueError)"],
+    },
+    "softmax_entropy": {
+        "H = -sum p log p in nats along dim, dim removed": [
+            "4 rows of 7, default dim=-1", "a 1-D distribution over 5 outcomes: the entropy is a 0-d tensor"],
+        "any dim (0, 1, -2)": ["shape (2, 3, 6), distributions along dim=1", "shape (5, 4), distributions along dim=0",
+                              "shape (2, 4, 3), distributions along dim=-2"],
+        "0 log 0 = 0: exact zeros and one-hot rows give no NaN": [
+            "one-hot rows (entropy 0, zeros in every row)", "rows with exact zeros (masked entries), the last one-hot",
+            "saturated float32 rows: logits of size ~40, many probabilities underflow to 0"],
+        "exact 0 log 0, not log(p + eps), even over many near-uniform outcomes": [
+            "near-uniform rows over 1000000 outcomes (p ~ 1e-6: log(p + eps) is visibly off)"],
+        "uniform over n gives log n; n=1 gives 0": ["uniform rows over 8 outcomes (entropy log 8)",
+                                                 "a single outcome per row, shape (3, 1) (entropy 0)"],
+        "keeps p's dtype: float16, bfloat16, float32, float64": _dtype_labels("4 rows of 7"),
+        "exact zeros in half precision": _dtype_labels("rows with exact zeros, the last one-hot"),
+        "accepts non-contiguous and expanded p": ["a non-contiguous p (a strided view)",
+                                                  "an expanded p (stride 0 along the rows)"],
+        "returns a new tensor, p unchanged": ["4 rows of 7, default dim=-1"],
+    },
+    "softmax_jacobian": {
+        "J[..., i, j] = p_i (delta_ij - p_j), shape (..., n, n)": [
+            "one distribution, shape (4,) -> (4, 4)", "a batch of 3 rows of 5 -> (3, 5, 5)"],
+        "any number of leading batch dims": ["two batch dims (2, 3), n=4 -> (2, 3, 4, 4)"],
+        "one-hot rows give 0; n=1 gives 0": ["one-hot rows: the Jacobian is 0",
+                                            "n=1 (softmax is constant 1, the Jacobian 0), shape (3, 1)"],
+        "rows with exact zeros": ["rows with exact zeros (masked entries)"],
+        "keeps p's dtype: float16, bfloat16, float32, float64": _dtype_labels("a batch of 3 rows of 5"),
+        "accepts a non-contiguous p": ["a non-contiguous p (a transposed view, shape (2, 3, 5))"],
+    },
+    "softmax_vjp": {
+        "returns p * (grad_p - <p, grad_p>), <.,.> along dim, p's shape": [
+            "one distribution over 5 outcomes", "a batch of 4 rows of 7, default dim=-1"],
+        "any number of leading batch dims": ["two leading batch dims (2, 3), n=6"],
+        "any dim (0, 1, -2)": ["shape (6, 4), distributions along dim=0", "shape (2, 5, 3) along dim=1",
+                              "shape (2, 4, 3) along dim=-2"],
+        "keeps p's dtype: float16, bfloat16, float32, float64": _dtype_labels("a batch of 4 rows of 7, default dim=-1"),
+        "one-hot rows, exact zeros, n=1, constant gradients": [
+            "one-hot rows: no gradient gets through (exactly 0)", "rows with exact zeros (masked keys get no gradient)",
+            "n=1: softmax is constant, the gradient 0",
+            "a constant upstream gradient: adding c to every score changes nothing, so 0"],
+        "accepts non-contiguous and expanded inputs": ["non-contiguous p and grad_p",
+                                                       "an expanded grad_p (stride 0 along the rows)"],
+        "never forms an (n, n) Jacobian: O(size of p) memory, for 1-D, batched, leading dims, any dim, every dtype": [
+            "memory", *[tag(label, d) for d in DTYPES for label in (
+                "memory: one distribution over 4096 outcomes", "memory: 4 rows of 1024",
+                "memory: leading dims (2, 2), n=512", "memory: n=1024 along dim=0", "memory: n=512 along dim=1")]],
+        "no autograd through a softmax (its backward kernels are banned)": [
+            "ban:aten._softmax_backward_data", "ban:aten._log_softmax_backward_data"],
+        "raises ValueError when grad_p's shape differs from p's": ["grad_p of another shape (ValueError)"],
+        "returns a new tensor, inputs unchanged": ["one distribution over 5 outcomes"],
+    },
+}
