@@ -255,7 +255,7 @@ def multihead_attention_cases(seed: int) -> list[Case]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# mha_param_count
+# attention_param_count
 
 
 def param_count_cases(seed: int) -> list[Case]:
