@@ -3,8 +3,8 @@
 Read top to bottom, in the chapter's order: split the model width into heads and merge it back; attention
 run in every head at once (the bug-hunt exercise: the split needs a transpose, a bare ``view`` is wrong);
 the same packed into an ``nn.Module`` whose fused input projection is laid out like
-``nn.MultiheadAttention.in_proj_weight``; and the module's parameter count, which does not depend on the
-number of heads.
+``nn.MultiheadAttention.in_proj_weight``; and the layer's parameter count, which does not depend on the
+number of heads but does on the number of key/value heads (grouped-query attention) and the head width.
 
 Conventions: tokens are rows; ``h`` is the number of heads and ``d_head = d_model / h`` their width; the
 heads axis sits just before the token axis, ``(..., h, T, d_head)``, so that attention batches over it. A
@@ -141,15 +141,45 @@ class MultiHeadAttention(nn.Module):
         return (out, weights) if return_weights else out
 
 
-def mha_param_count(d_model: int, n_heads: int, bias: bool = True) -> int:
-    """Number of parameters of :class:`MultiHeadAttention` (and of ``nn.MultiheadAttention``).
+def attention_param_count(d_model: int, n_heads: int, n_kv_heads: int | None = None,
+                          d_head: int | None = None, bias: bool = True) -> int:
+    """Number of parameters of a multi-head attention layer with ``n_kv_heads`` key/value heads.
 
-    Four ``d_model x d_model`` matrices (W_Q, W_K, W_V, W_O) and, with ``bias``, four bias vectors of
-    ``d_model``: ``4 d_model^2 + 4 d_model``. The number of heads only decides how the matrices are cut,
-    so it does not appear in the result (it must still divide ``d_model``).
+    The layer has a query projection per query head, ``W_Q^i`` ``(d_model, d_head)`` for ``i < n_heads``;
+    a key and a value projection per key/value head, ``W_K^j``, ``W_V^j`` ``(d_model, d_head)`` for
+    ``j < n_kv_heads``; and an output projection ``W_O`` ``(n_heads * d_head, d_model)`` from the
+    concatenated query heads back to the model width; with ``bias`` each projection has a bias of its
+    output width. That is chapter 10's ``GroupedQueryAttention`` (``n_kv_heads`` heads shared by groups
+    of ``n_heads / n_kv_heads`` query heads), and with the defaults ``n_kv_heads = n_heads``,
+    ``d_head = d_model / n_heads`` it is :class:`MultiHeadAttention` and ``nn.MultiheadAttention``:
+    ``4 d_model^2 + 4 d_model`` parameters. Pure integer arithmetic, exact for any size.
+
+    Args:
+        d_model: the model width (>= 1).
+        n_heads: query heads (>= 1).
+        n_kv_heads: key/value heads, dividing ``n_heads``; None means ``n_heads`` (multi-head attention).
+        d_head: the width of every head; None means ``d_model / n_heads``, which must then be an integer.
+        bias: whether every projection has a bias.
+
+    Returns:
+        The count, a Python ``int``.
 
     Raises:
-        ValueError: when ``n_heads`` does not divide ``d_model``.
+        ValueError: when a size is < 1, ``n_kv_heads`` does not divide ``n_heads``, or ``d_head`` is None
+            and ``n_heads`` does not divide ``d_model``.
     """
-    _head_width(d_model, n_heads)
-    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+    for name, value in (("d_model", d_model), ("n_heads", n_heads)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if n_kv_heads is None:
+        n_kv_heads = n_heads
+    if n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must be >= 1 and divide n_heads={n_heads}")
+    if d_head is None:
+        d_head = _head_width(d_model, n_heads)
+    elif d_head < 1:
+        raise ValueError(f"d_head must be >= 1, got {d_head}")
+    q_width, kv_width = n_heads * d_head, n_kv_heads * d_head  # outputs of W_Q, and of W_K and of W_V
+    weights = d_model * q_width + 2 * d_model * kv_width + q_width * d_model  # W_Q, W_K, W_V, W_O
+    biases = q_width + 2 * kv_width + d_model if bias else 0
+    return int(weights + biases)

@@ -6,7 +6,7 @@ EXERCISES = {
     "ch02_qkv": ["project_qkv", "softmax", "scaled_dot_product_attention", "SelfAttention", "sinusoidal_positions"],
     "ch03_scaling": ["dot_product_variance", "variance_z_test", "softmax_entropy", "softmax_jacobian", "softmax_vjp"],
     "ch04_masks": ["causal_mask", "padding_mask", "attention_mask", "document_mask", "masked_softmax", "causal_attention"],
-    "ch05_multihead": ["split_heads", "merge_heads", "heads_attention", "MultiHeadAttention", "mha_param_count"],
+    "ch05_multihead": ["split_heads", "merge_heads", "heads_attention", "MultiHeadAttention", "attention_param_count"],
     "ch06_residual_norm": ["layer_norm", "layer_norm_backward", "rms_norm", "FeedForward", "SwiGLU", "PostNormBlock", "PreNormBlock"],
     "ch07_backprop": ["softmax_backward", "attention_backward", "AttentionFunction", "CrossAttentionFunction"],
     "ch08_complexity": ["attention_cost", "roofline_time", "loglog_slope", "chunked_attention"],

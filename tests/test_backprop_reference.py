@@ -276,10 +276,10 @@ def test_the_notebooks_buggy_layer_passes_a_self_attention_shape_test_but_not_gr
 # case generators
 
 
-GENERATORS = [("softmax_backward_cases", {}), ("softmax_backward_cases", {"dtype": "float32"}),
-              ("attention_backward_cases", {}), ("attention_backward_cases", {"dtype": "float32"}),
-              ("attention_function_cases", {}), ("attention_function_cases", {"dtype": "float32"}),
-              ("cross_attention_cases", {})]
+GENERATORS = [(name, {} if dtype == "float64" else {"dtype": dtype})
+              for name in ("softmax_backward_cases", "attention_backward_cases", "attention_function_cases",
+                           "cross_attention_cases")
+              for dtype in ("float64", "float32", "float16", "bfloat16")]
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -290,7 +290,7 @@ def test_case_generators_are_deterministic_labelled_and_non_empty(seed):
 
 def test_generators_reject_an_unknown_dtype():
     with pytest.raises(ValueError, match="dtype"):
-        cases_mod.softmax_backward_cases(seed=0, dtype="float16")
+        cases_mod.softmax_backward_cases(seed=0, dtype="float8")
 
 
 def test_softmax_backward_cases_are_softmaxes_along_their_dim_with_square_saturated_and_masked_ones():
@@ -304,7 +304,39 @@ def test_softmax_backward_cases_are_softmaxes_along_their_dim_with_square_satura
     assert any(c.args[1].dim() == 2 and c.args[1].shape[0] == c.args[1].shape[1] for c in cases)
     assert any((c.args[1] == 0).any() for c in cases)  # masked entries
     assert any(c.args[1].amax(-1).min() > 0.99 for c in cases)  # saturated rows
-    assert all(c.args[1].dtype == torch.float32 for c in cases_mod.softmax_backward_cases(0, dtype="float32"))
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        name = str(dtype).removeprefix("torch.")
+        assert all(c.args[1].dtype == dtype for c in cases_mod.softmax_backward_cases(0, dtype=name))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_softmax_backward_cases_bound_memory_along_every_kind_of_dim_in_every_dtype(dtype):
+    cases = cases_mod.softmax_backward_cases(seed=0, dtype=dtype)
+    bounded = [c for c in cases if c.max_numel is not None]
+    kinds = set()
+    for c in bounded:
+        p, dim = c.args[1], c.kwargs.get("dim", -1) % c.args[1].dim()
+        n = p.shape[dim]
+        assert c.max_numel <= 2 * p.numel() < p.numel() * n // 100  # a slice's Jacobian is n times the input
+        kinds.add("last" if dim == p.dim() - 1 else "first" if dim == 0 else "middle")
+    assert kinds == {"last", "first", "middle"}
+    assert any(not c.args[1].is_contiguous() for c in cases)
+
+
+def test_the_memory_bound_fails_a_jacobian_and_passes_the_weighted_sum_in_float64():
+    def jacobian(grad_p, p, dim=-1):
+        p_last, g_last = p.movedim(dim, -1), grad_p.movedim(dim, -1)
+        J = torch.diag_embed(p_last) - p_last.unsqueeze(-1) * p_last.unsqueeze(-2)
+        return (g_last.unsqueeze(-2) @ J).squeeze(-2).movedim(-1, dim)
+
+    def in_float64(grad_p, p, dim=-1):
+        return ref.softmax_backward(grad_p.double(), p.double(), dim).to(p.dtype)
+
+    for check in checks_of("softmax_backward"):
+        run_local(check, ref.softmax_backward)
+        run_local(check, in_float64)
+        with pytest.raises(CheckFailed, match="created a tensor"):
+            run_local(check, jacobian)
 
 
 def test_attention_backward_cases_carry_the_true_weights_and_cover_square_cross_batched_and_masked():
@@ -333,6 +365,10 @@ def test_gradient_cases_call_apply_with_a_matching_grad_output():
             assert c.grad_output.shape == out.shape and c.grad_output.dtype == out.dtype == F64
             Ts.add(c.args[0].shape[-2] == c.args[1].shape[-2])
         assert Ts == {True, False}, name  # square and non-square cases
+        assert any(not c.grad_output.is_contiguous() for c in cases), name
+        for dtype in ("float32", "float16", "bfloat16"):
+            for c in getattr(cases_mod, name)(seed=0, dtype=dtype):
+                assert c.grad_output.dtype == c.args[0].dtype == getattr(torch, dtype)
 
 
 def test_cross_attention_cases_include_self_attention_with_equal_inputs():

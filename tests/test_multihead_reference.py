@@ -2,7 +2,8 @@
 
 Oracles: the definition of a head as a column block, written with slices; ``torch.nn.MultiheadAttention``
 (weights copied across, masks complemented, per-head weights); ``F.scaled_dot_product_attention`` per head;
-``sum(p.numel())`` for the parameter count. Then ``TorchMultiheadAttention``, the wrapper through which the
+``sum(p.numel())`` of ``nn.MultiheadAttention``, of chapter 10's ``GroupedQueryAttention`` and of a layer
+of ``nn.Linear`` layers with any head width for the parameter count. Then ``TorchMultiheadAttention``, the wrapper through which the
 hidden check compares a student's module with the built-in; the case generators; and every hidden check of
 the notebook, including proof that they fail the head-split bugs in all their forms.
 """
@@ -313,23 +314,80 @@ def test_wrapper_equals_the_reference_and_passes_the_complemented_mask(mask_kind
 
 
 # ---------------------------------------------------------------------------------------------------
-# mha_param_count
+# attention_param_count
+
+
+def grouped_layer(d_model: int, n_heads: int, n_kv_heads: int, d_head: int, bias: bool) -> nn.Module:
+    """A grouped-query layer of chapter 10's layout with any head width, made of nn.Linear layers."""
+    layer = nn.Module()
+    layer.q_proj = nn.Linear(d_model, n_heads * d_head, bias=bias)
+    layer.k_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
+    layer.v_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
+    layer.out_proj = nn.Linear(n_heads * d_head, d_model, bias=bias)
+    return layer
+
+
+def numel(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
 
 
 @pytest.mark.parametrize("d_model, h", [(512, 8), (768, 12), (64, 1), (6, 3), (10, 10), (1, 1)])
 @pytest.mark.parametrize("bias", [True, False])
-def test_param_count_equals_the_modules_count(d_model, h, bias):
-    n = ref.mha_param_count(d_model, h, bias)
+def test_param_count_of_multihead_attention_equals_the_modules_count(d_model, h, bias):
+    n = ref.attention_param_count(d_model, h, bias=bias)
     assert type(n) is int
-    assert n == sum(p.numel() for p in nn.MultiheadAttention(d_model, h, bias=bias).parameters())
-    assert n == sum(p.numel() for p in ref.MultiHeadAttention(d_model, h, bias=bias).parameters())
-    assert n == 4 * d_model ** 2 + (4 * d_model if bias else 0)
+    assert n == numel(nn.MultiheadAttention(d_model, h, bias=bias))
+    assert n == numel(ref.MultiHeadAttention(d_model, h, bias=bias))
+    assert n == ref.attention_param_count(d_model, h, h, d_model // h, bias)
 
 
-def test_param_count_does_not_depend_on_the_number_of_heads_and_checks_divisibility():
-    assert len({ref.mha_param_count(512, h) for h in (1, 2, 4, 8, 16, 64, 512)}) == 1
+@pytest.mark.parametrize("d_model, h, h_kv", [(64, 8, 8), (64, 8, 4), (64, 8, 2), (64, 8, 1), (96, 12, 3)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_param_count_of_grouped_query_attention_equals_chapter_10s_layer(d_model, h, h_kv, bias):
+    from solutions.decoding import GroupedQueryAttention
+
+    assert ref.attention_param_count(d_model, h, h_kv, bias=bias) == numel(GroupedQueryAttention(d_model, h, h_kv, bias))
+
+
+@pytest.mark.parametrize("d_model, h, h_kv, d_head", [(48, 4, 4, 16), (48, 4, 2, 16), (10, 4, 1, 8), (64, 8, 2, 4),
+                                                      (30, 2, 2, 7)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_param_count_with_any_head_width_equals_a_layer_of_linears(d_model, h, h_kv, d_head, bias):
+    assert ref.attention_param_count(d_model, h, h_kv, d_head, bias) == numel(grouped_layer(d_model, h, h_kv, d_head, bias))
+
+
+def test_param_count_is_exact_integer_arithmetic_past_float_precision():
+    d = 2**27 + 1
+    n = ref.attention_param_count(d, 1)
+    assert n == 4 * d * d + 4 * d and n > 2**56
+    assert int(4.0 * d * d + 4.0 * d) != n  # what float arithmetic would give
+
+
+def test_param_count_does_not_depend_on_the_number_of_heads_and_checks_its_sizes():
+    assert len({ref.attention_param_count(512, h) for h in (1, 2, 4, 8, 16, 64, 512)}) == 1
     with pytest.raises(ValueError, match="not divisible"):
-        ref.mha_param_count(12, 5)
+        ref.attention_param_count(12, 5)
+    assert ref.attention_param_count(10, 4, d_head=8) > 0  # with d_head given, n_heads need not divide d_model
+    for kwargs in ({"n_kv_heads": 3}, {"n_kv_heads": 16}, {"n_kv_heads": 0}, {"d_head": 0}):
+        with pytest.raises(ValueError):
+            ref.attention_param_count(512, 8, **kwargs)
+    for args in ((0, 1), (512, 0)):
+        with pytest.raises(ValueError):
+            ref.attention_param_count(*args)
+
+
+def test_param_count_cases_bound_memory_so_that_building_a_module_fails():
+    (check,) = hidden_checks()["test_attention_param_count"]
+    cases = prepare(check)
+    assert all(c.max_numel is not None and c.max_numel < 64 for c in cases)
+    run_local(check, ref.attention_param_count)
+
+    def by_module(d_model, n_heads, n_kv_heads=None, d_head=None, bias=True):
+        ref.attention_param_count(d_model, n_heads, n_kv_heads, d_head, bias)  # the same errors
+        return numel(grouped_layer(min(d_model, 64), 1, 1, 1, bias))  # even a tiny module allocates
+
+    with pytest.raises(CheckFailed, match="created a tensor"):
+        run_local(check, by_module)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -22,14 +22,20 @@ import math
 import torch
 
 from grader.checks import Case
-
-_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+from solutions.cases.families import DTYPES, LONG_LENGTHS, tag
 
 
 def _dtype(name: str) -> torch.dtype:
-    if name not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {name!r}")
-    return _DTYPES[name]
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {name!r}")
+    return DTYPES[name]
+
+
+def _transposed(x: torch.Tensor) -> torch.Tensor:
+    """The values of ``x`` in a non-contiguous layout (its last two axes stored transposed). Unlike a strided
+    or expanded view, this layout survives the copy the checks make of every input (``clone`` keeps the
+    strides of a dense tensor), so the student's code really receives a non-contiguous tensor."""
+    return x.transpose(-2, -1).contiguous().transpose(-2, -1)
 
 
 def _randn(g: torch.Generator, *shape: int, scale: float = 1.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -61,27 +67,39 @@ def _key_padding(B: int, T_k: int, length: int) -> torch.Tensor:
 
 def softmax_backward_cases(seed: int, dtype: str = "float64") -> list[Case]:
     """Pairs ``(grad_p, p)`` with ``p`` a softmax along ``dim``: any axis, square shapes (where a sum
-    without ``keepdim`` broadcasts silently), saturated rows and exact zeros from a mask."""
+    without ``keepdim`` broadcasts silently), saturated rows and exact zeros from a mask; in every dtype,
+    memory-bounded cases along the last, the first and a middle axis (``n = 600``: the ``(n, n)`` Jacobian
+    of a slice is 600 times the input, the bound twice the input), and non-contiguous inputs."""
     g = torch.Generator().manual_seed(seed)
     dt = _dtype(dtype)
 
     def case(shape: tuple[int, ...], label: str, dim: int | None = None, scale: float = 1.0,
-             logits: torch.Tensor | None = None) -> Case:
+             logits: torch.Tensor | None = None, bound: bool = False, layout=None) -> Case:
         s = _randn(g, *shape, scale=scale) if logits is None else logits
         p = torch.softmax(s, dim=-1 if dim is None else dim).to(dt)
         grad_p = _randn(g, *shape, dtype=dt)
+        if layout is not None:
+            p, grad_p = layout(p), layout(grad_p)
         kwargs = {} if dim is None else {"dim": dim}
-        return Case(args=(grad_p, p), kwargs=kwargs, label=label)
+        numel = p.numel()
+        return Case(args=(grad_p, p), kwargs=kwargs, label=tag(label, dt),
+                    max_numel=2 * numel if bound else None)
 
-    if dt is torch.float32:
-        return [
-            case((4, 7), "float32 rows of shape (4, 7) (dtype must be kept)"),
-            case((2, 3, 5), "float32, shape (2, 3, 5) along dim=1", dim=1),
-        ]
-    masked = _randn(g, 2, 5, 5).masked_fill(~_causal(5), float("-inf"))
-    return [
-        case((5,), "a vector of 5 probabilities"),
+    n = LONG_LENGTHS[1]  # 600
+    every_dtype = [
         case((4, 7), "rows of shape (4, 7), default dim=-1"),
+        case((2, 3, 5), "shape (2, 3, 5) along dim=1", dim=1),
+        case((4, n), f"no Jacobian: 4 rows of {n} along dim=-1, memory bounded to twice the input", bound=True),
+        case((n, 3), f"no Jacobian: {n} x 3 along dim=0, memory bounded to twice the input", dim=0, bound=True),
+        case((2, n, 3), f"no Jacobian: (2, {n}, 3) along dim=1, memory bounded to twice the input", dim=1,
+             bound=True),
+        case((3, 6), "non-contiguous p and grad_p (stored transposed), rows of 6", layout=_transposed),
+    ]
+    if dt is not torch.float64:
+        return every_dtype
+    masked = _randn(g, 2, 5, 5).masked_fill(~_causal(5), float("-inf"))
+    return every_dtype + [
+        case((5,), "a vector of 5 probabilities"),
         case((5, 5), "square (5, 5), default dim=-1 (a sum without keepdim broadcasts the wrong way)"),
         case((2, 3, 6), "shape (2, 3, 6) along dim=1", dim=1),
         case((5, 4), "shape (5, 4) along dim=0 (columns)", dim=0),
@@ -91,6 +109,8 @@ def softmax_backward_cases(seed: int, dtype: str = "float64") -> list[Case]:
         case((3, 6), "saturated rows: logits with standard deviation 30 (almost one-hot)", scale=30.0),
         case((2, 5, 5), "rows with exact zeros from a causal mask", logits=masked),
         case((4, 1), "a single entry along dim=-1 (shape (4, 1)): its gradient is 0"),
+        case((1, LONG_LENGTHS[2]), f"a long row of {LONG_LENGTHS[2]} probabilities, memory bounded", bound=True),
+        case((4, 6, 5), "non-contiguous p and grad_p along dim=1", dim=1, layout=_transposed),
     ]
 
 
@@ -99,34 +119,40 @@ def softmax_backward_cases(seed: int, dtype: str = "float64") -> list[Case]:
 
 
 def attention_backward_cases(seed: int, dtype: str = "float64") -> list[Case]:
-    """``(grad_out, q, k, v, weights)`` with the true weights of ``q`` and ``k`` (some masked)."""
+    """``(grad_out, q, k, v, weights)`` with the true weights of ``q`` and ``k`` (some masked); in float64 every
+    shape below, in the other dtypes a few, a mask and a non-contiguous ``grad_out`` included."""
     g = torch.Generator().manual_seed(seed)
     dt = _dtype(dtype)
 
     def case(batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, label: str,
-             scale: float = 1.0, mask: torch.Tensor | None = None) -> Case:
+             scale: float = 1.0, mask: torch.Tensor | None = None, layout=None) -> Case:
         q = _randn(g, *batch, T_q, d_k, scale=scale, dtype=dt)
         k = _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt)
         v = _randn(g, *batch, T_k, d_v, dtype=dt)
         weights = _weights(q, k, mask).to(dt)
         grad_out = _randn(g, *batch, T_q, d_v, dtype=dt)
-        return Case(args=(grad_out, q, k, v, weights), label=label)
+        args = (grad_out, q, k, v, weights)
+        if layout is not None:
+            args = tuple(layout(t) for t in args)
+        return Case(args=args, label=tag(label, dt))
 
-    if dt is torch.float32:
-        return [
-            case((2,), 3, 5, 4, 6, "float32, batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (dtype must be kept)"),
-            case((), 4, 4, 4, 4, "float32, one sequence, T=d_k=d_v=4"),
-        ]
-    return [
-        case((), 3, 3, 2, 2, "one sequence, T_q=T_k=3, d_k=d_v=2 (square scores)"),
+    every_dtype = [
+        case((2,), 3, 5, 4, 6, "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6"),
         case((), 4, 4, 4, 4, "one sequence, T=d_k=d_v=4 (every matrix square: only values tell)"),
+        case((2,), 5, 5, 3, 7, "weights from a causal mask (exact zeros)", mask=_causal(5)),
+        case((2,), 3, 6, 4, 5, "non-contiguous grad_out, q, k, v and weights (stored transposed)",
+             layout=_transposed),
+    ]
+    if dt is not torch.float64:
+        return every_dtype
+    return every_dtype + [
+        case((), 3, 3, 2, 2, "one sequence, T_q=T_k=3, d_k=d_v=2 (square scores)"),
         case((3,), 5, 5, 4, 6, "batch of 3, T=5, d_k=4, d_v=6 (d_v != d_k)"),
         case((2,), 2, 7, 3, 5, "cross-attention: batch of 2, T_q=2, T_k=7, d_k=3, d_v=5"),
         case((2,), 6, 4, 8, 2, "cross-attention: batch of 2, T_q=6 > T_k=4, d_k=8, d_v=2"),
         case((2, 3), 5, 7, 4, 3, "two leading batch dims (2, 3), T_q=5, T_k=7, d_k=4, d_v=3"),
         case((2,), 1, 1, 4, 3, "T_q=T_k=1: a single query and key (all weight on it, no gradient to q, k)"),
         case((), 1, 6, 5, 2, "a single query, T_q=1, T_k=6"),
-        case((2,), 5, 5, 3, 7, "weights from a causal mask (exact zeros)", mask=_causal(5)),
         case((2, 3), 4, 6, 4, 5, "weights from a key-padding mask (B, 1, 1, T_k): keys 4 and 5 of sequence 1 padded",
              mask=_key_padding(2, 6, length=4)),
         case((2,), 3, 4, 16, 5, "large logits: q, k entries of size ~3, scores up to ~40 (saturated)",
@@ -139,21 +165,28 @@ def attention_backward_cases(seed: int, dtype: str = "float64") -> list[Case]:
 
 
 def attention_function_cases(seed: int, dtype: str = "float64") -> list[Case]:
-    """Gradient cases for ``AttentionFunction.apply(q, k, v)``: output and ``(dq, dk, dv)`` compared."""
+    """Gradient cases for ``AttentionFunction.apply(q, k, v)``: output and ``(dq, dk, dv)`` compared; a
+    ``grad_output`` that is not contiguous (autograd hands it to ``backward`` as it is) in every dtype."""
     g = torch.Generator().manual_seed(seed)
     dt = _dtype(dtype)
 
     def case(batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, label: str,
-             scale: float = 1.0) -> Case:
+             scale: float = 1.0, layout=None) -> Case:
         q = _randn(g, *batch, T_q, d_k, scale=scale, dtype=dt)
         k = _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt)
         v = _randn(g, *batch, T_k, d_v, dtype=dt)
-        return Case(args=(q, k, v), method="apply", grad_output=_randn(g, *batch, T_q, d_v, dtype=dt),
-                    label=label)
+        grad_output = _randn(g, *batch, T_q, d_v, dtype=dt)
+        if layout is not None:
+            q, k, v, grad_output = (layout(t) for t in (q, k, v, grad_output))
+        return Case(args=(q, k, v), method="apply", grad_output=grad_output, label=tag(label, dt))
 
-    if dt is torch.float32:
-        return [case((2,), 3, 5, 4, 6, "float32, batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (dtype must be kept)")]
-    return [
+    every_dtype = [
+        case((2,), 3, 5, 4, 6, "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6"),
+        case((2,), 4, 6, 3, 5, "a non-contiguous grad_output and inputs (stored transposed)", layout=_transposed),
+    ]
+    if dt is not torch.float64:
+        return every_dtype
+    return every_dtype + [
         case((), 3, 3, 2, 2, "one sequence, T_q=T_k=3, d_k=d_v=2 (square scores)"),
         case((), 4, 4, 4, 4, "one sequence, T=d_k=d_v=4 (every matrix square: only values tell)"),
         case((3,), 5, 5, 4, 6, "batch of 3, T=5, d_k=4, d_v=6 (d_v != d_k)"),
@@ -168,25 +201,35 @@ def attention_function_cases(seed: int, dtype: str = "float64") -> list[Case]:
 # CrossAttentionFunction (the bug hunt)
 
 
-def cross_attention_cases(seed: int) -> list[Case]:
+def cross_attention_cases(seed: int, dtype: str = "float64") -> list[Case]:
     """Gradient cases for ``CrossAttentionFunction.apply(x, y, W_q, W_k, W_v)``, float64.
 
     Square cases (``T_q = T_k``, including self-attention with ``y`` equal to ``x``) are where the
     transposed ``dK`` runs without an error and gives wrong values; non-square ones make it fail loudly.
     """
     g = torch.Generator().manual_seed(seed)
+    dt = _dtype(dtype)
 
     def case(batch: tuple[int, ...], T_q: int, T_k: int, d_x: int, d_y: int, d_k: int, d_v: int,
-             label: str, self_attention: bool = False) -> Case:
-        x = _randn(g, *batch, T_q, d_x)
-        y = x.clone() if self_attention else _randn(g, *batch, T_k, d_y)
-        W_q = _randn(g, d_x, d_k, scale=d_x ** -0.5)
-        W_k = _randn(g, d_y, d_k, scale=d_y ** -0.5 * 2)  # a little sharper than uniform attention
-        W_v = _randn(g, d_y, d_v, scale=d_y ** -0.5)
-        grad_out = _randn(g, *batch, T_q, d_v)
-        return Case(args=(x, y, W_q, W_k, W_v), method="apply", grad_output=grad_out, label=label)
+             label: str, self_attention: bool = False, layout=None) -> Case:
+        x = _randn(g, *batch, T_q, d_x, dtype=dt)
+        y = x.clone() if self_attention else _randn(g, *batch, T_k, d_y, dtype=dt)
+        W_q = _randn(g, d_x, d_k, scale=d_x ** -0.5, dtype=dt)
+        W_k = _randn(g, d_y, d_k, scale=d_y ** -0.5 * 2, dtype=dt)  # a little sharper than uniform attention
+        W_v = _randn(g, d_y, d_v, scale=d_y ** -0.5, dtype=dt)
+        grad_out = _randn(g, *batch, T_q, d_v, dtype=dt)
+        if layout is not None:
+            x, y, W_q, W_k, W_v, grad_out = (layout(t) for t in (x, y, W_q, W_k, W_v, grad_out))
+        return Case(args=(x, y, W_q, W_k, W_v), method="apply", grad_output=grad_out, label=tag(label, dt))
 
+    if dt is not torch.float64:
+        return [
+            case((), 4, 4, 6, 5, 3, 2, "square scores: T_q=T_k=4, x and y different, d_x=6, d_y=5, d_k=3, d_v=2"),
+            case((2,), 6, 3, 4, 3, 2, 5, "cross-attention, batch of 2: T_q=6 > T_k=3, d_x=4, d_y=3, d_k=2, d_v=5"),
+        ]
     return [
+        case((2,), 3, 5, 4, 6, 3, 2, "a non-contiguous grad_output and inputs (stored transposed), T_q=3, T_k=5",
+             layout=_transposed),
         case((), 4, 4, 6, 6, 3, 5, "self-attention: y equal to x, T=4, d_model=6, d_k=3, d_v=5",
              self_attention=True),
         case((), 4, 4, 6, 5, 3, 2, "square scores: T_q=T_k=4, x and y different, d_x=6, d_y=5, d_k=3, d_v=2"),
@@ -197,3 +240,109 @@ def cross_attention_cases(seed: int) -> list[Case]:
              "two leading batch dims (2, 2), T_q=3, T_k=5 (W's gradients sum over the batch)"),
         case((), 1, 4, 3, 3, 2, 2, "a single query, T_q=1, T_k=4"),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract: every clause of the notebook's statements -> the hidden cases that exercise it
+
+_BANS = ["ban:torch.autograd.grad", "ban:torch.autograd.backward", "ban:aten._softmax_backward_data"]
+_F64 = " (float64)"
+
+CONTRACT = {
+    "softmax_backward": {
+        "ds = p * (dp - sum(p * dp, dim)) along dim, any axis (the sum keeps its dim)": [
+            "rows of shape (4, 7), default dim=-1" + _F64, "a vector of 5 probabilities" + _F64,
+            "shape (5, 4) along dim=0 (columns)" + _F64, "shape (2, 4, 3) along dim=-2" + _F64,
+            "shape (2, 3, 6) along dim=1" + _F64, "attention-shaped (B=2, H=3, T_q=4, T_k=6)" + _F64],
+        "square shapes, where a sum without keepdim broadcasts silently": [
+            "square (5, 5), default dim=-1 (a sum without keepdim broadcasts the wrong way)" + _F64,
+            "square (4, 4) along dim=0" + _F64],
+        "entries with p = 0 (masked) get gradient 0; saturated rows; a single entry": [
+            "rows with exact zeros from a causal mask" + _F64,
+            "saturated rows: logits with standard deviation 30 (almost one-hot)" + _F64,
+            "a single entry along dim=-1 (shape (4, 1)): its gradient is 0" + _F64],
+        "keeps the dtype, in float16, bfloat16, float32 and float64 (one check per dtype)": [
+            "rows of shape (4, 7), default dim=-1", "rows of shape (4, 7), default dim=-1 (float16)",
+            "rows of shape (4, 7), default dim=-1 (bfloat16)", "rows of shape (4, 7), default dim=-1" + _F64],
+        "float64 inside and a cast back is allowed": "visible only: a style, not a result; "
+            "tests/student_code/backprop/softmax_backward__correct_float64.py keeps full marks in every dtype",
+        "no Jacobian: nothing larger than twice the input, along every dim, in every dtype": [
+            "memory", "no Jacobian: 4 rows of 600 along dim=-1, memory bounded to twice the input",
+            "no Jacobian: 600 x 3 along dim=0, memory bounded to twice the input (float16)",
+            "no Jacobian: (2, 600, 3) along dim=1, memory bounded to twice the input (bfloat16)",
+            "no Jacobian: (2, 600, 3) along dim=1, memory bounded to twice the input" + _F64],
+        "long slices (O(n) work per slice)": ["a long row of 5003 probabilities, memory bounded" + _F64],
+        "non-contiguous p and grad_p": ["non-contiguous p and grad_p (stored transposed), rows of 6",
+                                        "non-contiguous p and grad_p along dim=1" + _F64],
+        "no autograd, no PyTorch softmax backward": _BANS,
+        "leaves its arguments unchanged": ["rows of shape (4, 7), default dim=-1" + _F64],
+    },
+    "attention_backward": {
+        "dV = A^T dO, dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k) (values tell where shapes do not)": [
+            "one sequence, T=d_k=d_v=4 (every matrix square: only values tell)" + _F64,
+            "one sequence, T_q=T_k=3, d_k=d_v=2 (square scores)" + _F64,
+            "batch of 3, T=5, d_k=4, d_v=6 (d_v != d_k)" + _F64],
+        "T_q != T_k and d_v != d_k": ["cross-attention: batch of 2, T_q=2, T_k=7, d_k=3, d_v=5" + _F64,
+                                      "cross-attention: batch of 2, T_q=6 > T_k=4, d_k=8, d_v=2" + _F64],
+        "any leading batch dims": ["two leading batch dims (2, 3), T_q=5, T_k=7, d_k=4, d_v=3" + _F64],
+        "uses the given (possibly masked) weights: masked keys get no gradient": [
+            "weights from a causal mask (exact zeros)" + _F64,
+            "weights from a key-padding mask (B, 1, 1, T_k): keys 4 and 5 of sequence 1 padded" + _F64],
+        "edge sizes and saturated weights": [
+            "T_q=T_k=1: a single query and key (all weight on it, no gradient to q, k)" + _F64,
+            "a single query, T_q=1, T_k=6" + _F64,
+            "large logits: q, k entries of size ~3, scores up to ~40 (saturated)" + _F64],
+        "keeps the dtype, in float16, bfloat16, float32 and float64 (one check per dtype)": [
+            "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6", "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (float16)",
+            "weights from a causal mask (exact zeros) (bfloat16)", "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6" + _F64],
+        "any input may be non-contiguous (grad_out included)": [
+            "non-contiguous grad_out, q, k, v and weights (stored transposed)",
+            "non-contiguous grad_out, q, k, v and weights (stored transposed)" + _F64],
+        "no autograd": _BANS,
+    },
+    "AttentionFunction": {
+        "apply(q, k, v) = softmax(q k^T / sqrt(d_k)) v, differentiable through the hand-written backward": [
+            "one sequence, T_q=T_k=3, d_k=d_v=2 (square scores)" + _F64,
+            "one sequence, T=d_k=d_v=4 (every matrix square: only values tell)" + _F64,
+            "batch of 3, T=5, d_k=4, d_v=6 (d_v != d_k)" + _F64],
+        "backward returns (grad_q, grad_k, grad_v) in the order of forward's arguments": [
+            "cross-attention: batch of 2, T_q=2, T_k=7, d_k=3, d_v=5" + _F64,
+            "two leading batch dims (2, 3), T_q=5, T_k=7, d_k=4, d_v=3" + _F64],
+        "edge sizes and saturated softmax": ["T_q=T_k=1: a single query and key" + _F64,
+                                             "large logits: q, k entries of size ~3 (saturated softmax)" + _F64],
+        "any floating dtype: output and gradients keep it (one check per dtype)": [
+            "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6", "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (float16)",
+            "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (bfloat16)", "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6" + _F64],
+        "grad_out may be non-contiguous (autograd passes it as it comes)": [
+            "a non-contiguous grad_output and inputs (stored transposed)",
+            "a non-contiguous grad_output and inputs (stored transposed) (float16)",
+            "a non-contiguous grad_output and inputs (stored transposed)" + _F64],
+        "no autograd inside backward, no F.scaled_dot_product_attention":
+            ["ban:torch.autograd.grad", "ban:torch.autograd.backward",
+             "ban:torch.nn.functional.scaled_dot_product_attention"],
+        "state on ctx, not on the class: two applications before one backward stay apart":
+            "not gradable: a case applies the Function once and back-propagates at once; two applications "
+            "before one backward need a case field the check language lacks",
+        "passes gradcheck in float64": "visible only: gradcheck runs in the visible tests; the hidden checks "
+                                       "compare with the reference gradients at 1e-10, which is stricter",
+    },
+    "CrossAttentionFunction": {
+        "dK = dS^T Q / sqrt(d_k): right values where the shapes are square (self-attention included)": [
+            "self-attention: y equal to x, T=4, d_model=6, d_k=3, d_v=5" + _F64,
+            "square scores: T_q=T_k=4, x and y different, d_x=6, d_y=5, d_k=3, d_v=2" + _F64,
+            "batch of 2, T_q=T_k=5, every width 4" + _F64],
+        "runs for T_q != T_k": ["cross-attention: T_q=3, T_k=6, d_x=5, d_y=7, d_k=4, d_v=2" + _F64,
+                                "cross-attention, batch of 2: T_q=6 > T_k=3, d_x=4, d_y=3, d_k=2, d_v=5" + _F64,
+                                "a single query, T_q=1, T_k=4" + _F64],
+        "gradients through the projections: two paths into y, W's gradients summed over the batch": [
+            "two leading batch dims (2, 2), T_q=3, T_k=5 (W's gradients sum over the batch)" + _F64,
+            "cross-attention, batch of 2: T_q=6 > T_k=3, d_x=4, d_y=3, d_k=2, d_v=5" + _F64],
+        "float32 and float64 keep their dtype (one check each)": [
+            "square scores: T_q=T_k=4, x and y different, d_x=6, d_y=5, d_k=3, d_v=2",
+            "cross-attention, batch of 2: T_q=6 > T_k=3, d_x=4, d_y=3, d_k=2, d_v=5"],
+        "grad_out may be non-contiguous": [
+            "a non-contiguous grad_output and inputs (stored transposed), T_q=3, T_k=5" + _F64],
+        "no autograd inside backward, no F.scaled_dot_product_attention":
+            ["ban:torch.autograd.grad", "ban:torch.nn.functional.scaled_dot_product_attention"],
+    },
+}

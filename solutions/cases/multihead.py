@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from grader.checks import Case
+from solutions.cases.families import DTYPES, mask_broadcasts, randn, tag
 
 
 def _randn(g: torch.Generator, *shape: int, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -62,6 +63,12 @@ def split_heads_cases(seed: int) -> list[Case]:
         Case(args=(_randn(g, 2, 3, 4, 10), 5),
              label="two leading batch dims (2, 3), T=4, d_model=10, h=5 (d_head=2)"),
         Case(args=(_randn(g, 2, 5, 8, dtype=torch.float64), 2), label="float64 (B=2, T=5, d_model=8), h=2"),
+        Case(args=(randn(g, 2, 5, 8, dtype="float16"), 2), label="float16 (B=2, T=5, d_model=8), h=2"),
+        Case(args=(randn(g, 2, 5, 8, dtype="bfloat16"), 2), label="bfloat16 (B=2, T=5, d_model=8), h=2"),
+        Case(args=(_randn(g, 2, 8, 5).transpose(1, 2), 4),
+             label="a non-contiguous x (B=2, T=5, d_model=8), made by a transpose, h=4"),
+        Case(args=(_randn(g, 6, 5, 2).permute(2, 1, 0), 3),
+             label="a non-contiguous x (B=2, T=5, d_model=6) with every axis permuted, h=3"),
         Case(args=(_randn(g, 2, 4, 6), 1), label="a single head: (B=2, T=4, d_model=6), h=1"),
         Case(args=(_randn(g, 2, 3, 4), 4), label="one feature per head: (B=2, T=3, d_model=4), h=4 (d_head=1)"),
         Case(args=(_randn(g, 3, 1, 8), 2), label="a single token: (B=3, T=1, d_model=8), h=2"),
@@ -81,6 +88,12 @@ def merge_heads_cases(seed: int) -> list[Case]:
         Case(args=(_randn(g, 2, 6, 3, 5).transpose(1, 2),),
              label="a non-contiguous input (B=2, h=3, T=6, d_head=5), made by a transpose"),
         Case(args=(_randn(g, 2, 2, 5, 3, dtype=torch.float64),), label="float64 (B=2, h=2, T=5, d_head=3)"),
+        Case(args=(randn(g, 2, 2, 5, 3, dtype="float16"),), label="float16 (B=2, h=2, T=5, d_head=3)"),
+        Case(args=(randn(g, 2, 2, 5, 3, dtype="bfloat16"),), label="bfloat16 (B=2, h=2, T=5, d_head=3)"),
+        Case(args=(_randn(g, 2, 4, 3, 2).transpose(-1, -3),),
+             label="a non-contiguous input (B=2, h=2, T=3, d_head=4), d_head and h transposed"),
+        Case(args=(_randn(g, 2, 6, 4, 5).transpose(1, 2).clone()[:, :, 1:4],),
+             label="a slice of the tokens (B=2, h=4, T=3, d_head=5), not contiguous"),
         Case(args=(_randn(g, 2, 1, 4, 6),), label="a single head: (B=2, h=1, T=4, d_head=6)"),
         Case(args=(_randn(g, 2, 4, 3, 1),), label="one feature per head: (B=2, h=4, T=3, d_head=1)"),
         Case(args=(_randn(g, 3, 2, 1, 4),), label="a single token: (B=3, h=2, T=1, d_head=4)"),
@@ -91,17 +104,22 @@ def merge_heads_cases(seed: int) -> list[Case]:
 # heads_attention
 
 
-def heads_attention_cases(seed: int) -> list[Case]:
+def heads_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
+    """Cases in ``dtype`` (one hidden check per dtype of :data:`families.DTYPES`): every float32 shape and
+    mask below, and in the other dtypes a few of them, masks included."""
     g = torch.Generator().manual_seed(seed)
+    dt = DTYPES[dtype]
 
     def case(batch: tuple[int, ...], T_q: int, T_k: int, d_model: int, h: int, label: str,
-             mask: torch.Tensor | None = None, scale: float = 1.5) -> Case:
-        q = _randn(g, *batch, T_q, d_model, scale=scale)
-        k = _randn(g, *batch, T_k, d_model, scale=scale)
-        v = _randn(g, *batch, T_k, d_model)
-        return Case(args=(q, k, v, h) if mask is None else (q, k, v, h, mask), label=label)
+             mask: torch.Tensor | None = None, scale: float = 1.5, layout=None) -> Case:
+        q = randn(g, *batch, T_q, d_model, scale=scale, dtype=dt)
+        k = randn(g, *batch, T_k, d_model, scale=scale, dtype=dt)
+        v = randn(g, *batch, T_k, d_model, dtype=dt)
+        if layout is not None:
+            q, k, v = layout(q), layout(k), layout(v)
+        return Case(args=(q, k, v, h) if mask is None else (q, k, v, h, mask), label=tag(label, dt))
 
-    return [
+    common = [
         case((2,), 5, 5, 12, 3, "B=2, T=5, d_model=12, h=3 (d_head=4), no mask"),
         case((2,), 6, 6, 8, 4, "B=2, T=6, d_model=8, h=4 (d_head=2), causal (T, T) mask", mask=_causal(6)),
         case((2,), 3, 7, 10, 2,
@@ -109,15 +127,28 @@ def heads_attention_cases(seed: int) -> list[Case]:
              mask=_key_padding(g, 2, 7)),
         case((3,), 5, 5, 12, 4, "B=3, T=5, d_model=12, h=4 (d_head=3), one mask per head (B, h, T, T)",
              mask=_mask(g, 3, 4, 5, 5)),
+    ]
+    if dt is not torch.float32:
+        return common
+    # every broadcast class of a mask against the scores (B=2, h=3, T_q=4, T_k=6)
+    broadcasts = [case((2,), 4, 6, 6, 3, f"B=2, h=3, T_q=4, T_k=6, d_model=6: {name}", mask=m)
+                  for name, m in mask_broadcasts(g, (2, 3), 4, 6)]
+    return common + broadcasts + [
         case((2,), 7, 7, 6, 3, "B=2, T=7, d_model=6, h=3 (d_head=2), mask (B, 1, T, T)",
              mask=_mask(g, 2, 1, 7, 7)),
         case((), 4, 4, 6, 2, "one sequence, no batch dim: T=4, d_model=6, h=2 (d_head=3), causal mask",
              mask=_causal(4)),
+        case((2, 2), 3, 5, 8, 2, "two leading batch dims (2, 2), T_q=3, T_k=5, d_model=8, h=2, per-head (2, T_q, T_k) mask",
+             mask=_mask(g, 2, 3, 5)),
         case((2,), 5, 5, 8, 1, "a single head: B=2, T=5, d_model=8, h=1"),
         case((2,), 3, 3, 4, 4, "one feature per head: B=2, T=3, d_model=4, h=4 (d_head=1)"),
         case((2,), 1, 1, 6, 3, "a single token: B=2, T=1, d_model=6, h=3"),
         case((2,), 6, 6, 16, 2, "large scores: B=2, T=6, d_model=16, h=2, q and k entries of size ~4",
              scale=4.0),
+        case((2,), 5, 5, 12, 3, "non-contiguous q, k, v (made by a transpose), B=2, T=5, h=3",
+             layout=lambda t: t.transpose(0, 1).contiguous().transpose(0, 1)),
+        case((2,), 5, 5, 8, 2, "an all-True (T, T) mask: B=2, T=5, d_model=8, h=2",
+             mask=torch.ones(5, 5, dtype=torch.bool)),
     ]
 
 
@@ -216,27 +247,197 @@ def multihead_attention_cases(seed: int) -> list[Case]:
              mask=_causal(7), weights=True),
         case(2, 4, 6, 3, "return_weights=True: B=2, T=4, d_model=6, h=3 (d_head=2), one mask per head",
              mask=_mask(g, 2, 3, 4, 4), weights=True),
+        *[case(2, 5, 6, 3, f"return_weights=True, B=2, T=5, d_model=6, h=3: {name}", mask=m, weights=True)
+          for name, m in mask_broadcasts(g, (2, 3), 5, 5)],
         Case(args=(_randn(g, 2, 4, 10),), init=(10, 4), state={}, raises="ValueError",
              label="MultiHeadAttention(d_model=10, n_heads=4): 10 is not divisible by 4"),
     ]
 
 
 # ---------------------------------------------------------------------------------------------------
-# mha_param_count
+# attention_param_count
 
 
 def param_count_cases(seed: int) -> list[Case]:
+    """Sizes for ``attention_param_count``; every case bounds memory at 16 elements, so building a module
+    (``nn.MultiheadAttention``, ``nn.Linear`` layers) and counting its parameters fails: the count is
+    arithmetic. The reference is pure integer arithmetic, exact at any size."""
     del seed  # the sizes are fixed; the seed is part of the check's signature only
+
+    def case(*args, label: str, raises: str | None = None, **kwargs) -> Case:
+        return Case(args=args, kwargs=kwargs, label=label, raises=raises, max_numel=16)
+
     return [
-        Case(args=(512, 8), label="d_model=512, n_heads=8 (the Transformer base model)"),
-        Case(args=(512, 8), kwargs={"bias": False}, label="d_model=512, n_heads=8, bias=False"),
-        Case(args=(768, 12), label="d_model=768, n_heads=12"),
-        Case(args=(64, 1), label="d_model=64, a single head"),
-        Case(args=(6, 3), label="d_model=6, n_heads=3"),
-        Case(args=(10, 10), kwargs={"bias": False}, label="d_model=10, n_heads=10 (d_head=1), bias=False"),
-        Case(args=(1, 1), label="d_model=1, n_heads=1"),
-        Case(args=(1024, 16), kwargs={"bias": True}, label="d_model=1024, n_heads=16, bias=True given"),
-        Case(args=(12, 5), raises="ValueError", label="d_model=12 is not divisible by n_heads=5"),
-        Case(args=(10, 4), kwargs={"bias": False}, raises="ValueError",
-             label="d_model=10 is not divisible by n_heads=4, bias=False"),
+        case(512, 8, label="d_model=512, n_heads=8 (the Transformer base model)"),
+        case(512, 8, bias=False, label="d_model=512, n_heads=8, bias=False"),
+        case(768, 12, label="d_model=768, n_heads=12"),
+        case(64, 1, label="d_model=64, a single head"),
+        case(10, 10, bias=False, label="d_model=10, n_heads=10 (d_head=1), bias=False"),
+        case(1, 1, label="d_model=1, n_heads=1"),
+        case(512, 8, n_kv_heads=8, label="n_kv_heads=n_heads=8 given: multi-head attention"),
+        case(512, 8, n_kv_heads=2, label="grouped-query: d_model=512, 8 query heads, 2 key/value heads, bias"),
+        case(512, 8, n_kv_heads=2, bias=False, label="grouped-query: d_model=512, 8 query heads, 2 kv heads, bias=False"),
+        case(512, 8, n_kv_heads=1, label="multi-query: d_model=512, 8 query heads, 1 key/value head, bias"),
+        case(96, 12, 4, label="n_kv_heads=4 given positionally: d_model=96, 12 query heads"),
+        case(3072, 16, d_head=256, label="d_head=256 with 16 heads at d_model=3072 (h * d_head = 4096 != d_model)"),
+        case(3072, 16, d_head=256, bias=False, label="d_head=256 with 16 heads at d_model=3072, bias=False"),
+        case(10, 4, d_head=8, label="d_head=8 given: n_heads=4 need not divide d_model=10"),
+        case(64, 8, d_head=4, n_kv_heads=2, label="narrow heads and grouped kv: d_model=64, 8 heads of 4, 2 kv heads"),
+        case(8192, 64, n_kv_heads=8, d_head=128, bias=False,
+             label="d_model=8192, 64 query heads, 8 kv heads, d_head=128, bias=False (a 70B-scale layer)"),
+        case(2**27 + 1, 1, label="d_model=2^27+1, one head: a count above 2^56, exact only in integer arithmetic"),
+        case(2**26 + 1, 1, d_head=2**26 + 3, label="d_model=2^26+1, d_head=2^26+3: a count above 2^54"),
+        case(2**27, 2**20, n_kv_heads=2**10, label="d_model=2^27, 2^20 heads, 2^10 kv heads: a count near 2^56"),
+        case(12, 5, raises="ValueError", label="d_model=12 is not divisible by n_heads=5 (d_head not given)"),
+        case(10, 4, bias=False, raises="ValueError", label="d_model=10 is not divisible by n_heads=4, bias=False"),
+        case(512, 8, n_kv_heads=3, raises="ValueError", label="n_kv_heads=3 does not divide n_heads=8"),
+        case(512, 8, n_kv_heads=16, raises="ValueError", label="n_kv_heads=16 > n_heads=8"),
+        case(512, 8, n_kv_heads=0, raises="ValueError", label="n_kv_heads=0"),
+        case(512, 0, raises="ValueError", label="n_heads=0"),
+        case(512, 8, d_head=0, raises="ValueError", label="d_head=0"),
+        case(0, 1, raises="ValueError", label="d_model=0"),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the contract: every clause of the notebook's statements -> the hidden cases that exercise it
+
+_HA = "B=2, h=3, T_q=4, T_k=6, d_model=6: "
+_MHA = "return_weights=True, B=2, T=5, d_model=6, h=3: "
+
+CONTRACT = {
+    "split_heads": {
+        "out[..., i, t, :] == x[..., t, i*d_head:(i+1)*d_head] (the transpose, not a bare view)":
+            ["int64 entries 0, 1, 2, ... of shape (B=2, T=5, d_model=6), h=3 (d_head=2)",
+             "(B=3, T=7, d_model=12), h=4 (d_head=3)"],
+        "any number of leading batch dims, or none": [
+            "one sequence, no batch dim: (T=4, d_model=10), h=2 (d_head=5)",
+            "two leading batch dims (2, 3), T=4, d_model=10, h=5 (d_head=2)"],
+        "any dtype, kept (exact: a rearrangement, so one check at tolerance 0 covers every dtype)": [
+            "int64 entries 0, 1, 2, ... of shape (B=2, T=5, d_model=6), h=3 (d_head=2)",
+            "float64 (B=2, T=5, d_model=8), h=2", "float16 (B=2, T=5, d_model=8), h=2",
+            "bfloat16 (B=2, T=5, d_model=8), h=2"],
+        "a transposed or sliced x works as well as a contiguous one": [
+            "a non-contiguous x (B=2, T=5, d_model=8), made by a transpose, h=4",
+            "a non-contiguous x (B=2, T=5, d_model=6) with every axis permuted, h=3"],
+        "edge sizes: h=1, d_head=1, T=1": ["a single head: (B=2, T=4, d_model=6), h=1",
+                                          "one feature per head: (B=2, T=3, d_model=4), h=4 (d_head=1)",
+                                          "a single token: (B=3, T=1, d_model=8), h=2"],
+        "raises ValueError when n_heads does not divide d_model": ["d_model=10 is not divisible by h=4",
+                                                                  "d_model=9 is not divisible by h=2"],
+        "leaves x unchanged (returning a view is fine)": ["(B=3, T=7, d_model=12), h=4 (d_head=3)"],
+    },
+    "merge_heads": {
+        "out[..., t, i*d_head:(i+1)*d_head] == x[..., i, t, :], the inverse of split_heads": [
+            "int64 entries 0, 1, 2, ... of shape (B=2, h=3, T=5, d_head=2)", "(B=3, h=4, T=7, d_head=3)"],
+        "any number of leading dims": ["one sequence, no batch dim: (h=2, T=5, d_head=4)",
+                                       "two leading batch dims (2, 3), h=5, T=4, d_head=2"],
+        "contiguous and non-contiguous (transposed, sliced) inputs": [
+            "a non-contiguous input (B=2, h=3, T=6, d_head=5), made by a transpose",
+            "a non-contiguous input (B=2, h=2, T=3, d_head=4), d_head and h transposed",
+            "a slice of the tokens (B=2, h=4, T=3, d_head=5), not contiguous"],
+        "any dtype, kept (exact, tolerance 0)": [
+            "int64 entries 0, 1, 2, ... of shape (B=2, h=3, T=5, d_head=2)", "float64 (B=2, h=2, T=5, d_head=3)",
+            "float16 (B=2, h=2, T=5, d_head=3)", "bfloat16 (B=2, h=2, T=5, d_head=3)"],
+        "edge sizes: h=1, d_head=1, T=1": ["a single head: (B=2, h=1, T=4, d_head=6)",
+                                          "one feature per head: (B=2, h=4, T=3, d_head=1)",
+                                          "a single token: (B=3, h=2, T=1, d_head=4)"],
+    },
+    "heads_attention": {
+        "every head attends over its own column block, scale 1/sqrt(d_head); out merges the heads": [
+            "B=2, T=5, d_model=12, h=3 (d_head=4), no mask", "one feature per head: B=2, T=3, d_model=4, h=4 (d_head=1)",
+            "a single head: B=2, T=5, d_model=8, h=1", "a single token: B=2, T=1, d_model=6, h=3"],
+        "returns per-head weights (..., h, T_q, T_k)": ["B=2, T=5, d_model=12, h=3 (d_head=4), no mask"],
+        "T_q may differ from T_k (cross-attention)": [
+            "cross-attention: B=2, T_q=3, T_k=7, d_model=10, h=2 (d_head=5), key padding (B, 1, 1, T_k)"],
+        "any leading dims, or none": ["one sequence, no batch dim: T=4, d_model=6, h=2 (d_head=3), causal mask",
+                                      "two leading batch dims (2, 2), T_q=3, T_k=5, d_model=8, h=2, per-head (2, T_q, T_k) mask"],
+        "mask (T_q, T_k), (B, 1, 1, T_k), (B, h, T_q, T_k), True = may attend": [
+            "B=2, T=6, d_model=8, h=4 (d_head=2), causal (T, T) mask",
+            "cross-attention: B=2, T_q=3, T_k=7, d_model=10, h=2 (d_head=5), key padding (B, 1, 1, T_k)",
+            "B=3, T=5, d_model=12, h=4 (d_head=3), one mask per head (B, h, T, T)",
+            "B=2, T=7, d_model=6, h=3 (d_head=2), mask (B, 1, T, T)", "an all-True (T, T) mask: B=2, T=5, d_model=8, h=2"],
+        "any other mask shape that broadcasts: (T_k,), (1, T_k), (T_q, 1), (h, T_q, T_k), (1, h, T_q, T_k), ...": [
+            _HA + "a 1-D key mask (T_k,)", _HA + "a 2-D mask (T_q, T_k) shared by the batch",
+            _HA + "a key mask (1, T_k) broadcast over the queries", _HA + "a query-column mask (T_q, 1) with every row kept",
+            _HA + "a per-batch mask (3, 4, 6)", _HA + "a mask of full rank (2, 3, 4, 6)",
+            _HA + "a padding mask (B, 1, 1, T_k) = (2, 1, 1, 6)", _HA + "a per-head mask (1, H, T_q, T_k) = (1, 3, 4, 6)",
+            _HA + "a per-batch mask (B, 1, T_q, T_k) = (2, 1, 4, 6)"],
+        "keeps the dtype, in float16, bfloat16, float32 and float64 (one check per dtype)": [
+            "B=2, T=5, d_model=12, h=3 (d_head=4), no mask (float16)",
+            "B=2, T=6, d_model=8, h=4 (d_head=2), causal (T, T) mask (bfloat16)",
+            "B=3, T=5, d_model=12, h=4 (d_head=3), one mask per head (B, h, T, T) (float64)",
+            "cross-attention: B=2, T_q=3, T_k=7, d_model=10, h=2 (d_head=5), key padding (B, 1, 1, T_k) (float64)"],
+        "q, k, v may be non-contiguous": ["non-contiguous q, k, v (made by a transpose), B=2, T=5, h=3"],
+        "large scores stay finite": ["large scores: B=2, T=6, d_model=16, h=2, q and k entries of size ~4"],
+        "must not call F.scaled_dot_product_attention (nor the fused multi-head kernels)": [
+            "ban:torch.nn.functional.scaled_dot_product_attention", "ban:aten._scaled_dot_product*",
+            "ban:torch.nn.functional.multi_head_attention_forward"],
+        "leaves q, k, v unchanged": ["B=2, T=5, d_model=12, h=3 (d_head=4), no mask"],
+    },
+    "MultiHeadAttention": {
+        "qkv_proj (3 d_model rows: q, k, v) and out_proj, exactly these parameters (loaded strictly by name)": [
+            "B=2, T=5, d_model=12, h=3 (d_head=4), no mask", "bias=False: B=2, T=6, d_model=8, h=4 (d_head=2), causal mask"],
+        "equals nn.MultiheadAttention with the same weights (layout, split, scale, out_proj)": [
+            "B=2, T=5, d_model=12, h=3 (d_head=4), no mask", "a single head: B=2, T=5, d_model=6, h=1",
+            "one feature per head: B=2, T=3, d_model=4, h=4 (d_head=1)", "a single token: B=3, T=1, d_model=8, h=2"],
+        "mask (T, T), (B, 1, T, T), (B, 1, 1, T), (B, h, T, T), True = may attend": [
+            "B=3, T=7, d_model=8, h=2 (d_head=4), causal (T, T) mask",
+            "B=2, T=6, d_model=12, h=4 (d_head=3), key padding (B, 1, 1, T)",
+            "B=2, T=6, d_model=10, h=5 (d_head=2), mask (B, 1, T, T)",
+            "B=2, T=4, d_model=6, h=3 (d_head=2), one mask per head (B, h, T, T)"],
+        "any other mask shape broadcastable to (B, h, T, T)": [
+            _MHA + "a 1-D key mask (T_k,)", _MHA + "a 2-D mask (T_q, T_k) shared by the batch",
+            _MHA + "a key mask (1, T_k) broadcast over the queries", _MHA + "a query-column mask (T_q, 1) with every row kept",
+            _MHA + "a per-batch mask (3, 5, 5)", _MHA + "a mask of full rank (2, 3, 5, 5)",
+            _MHA + "a padding mask (B, 1, 1, T_k) = (2, 1, 1, 5)", _MHA + "a per-head mask (1, H, T_q, T_k) = (1, 3, 5, 5)",
+            _MHA + "a per-batch mask (B, 1, T_q, T_k) = (2, 1, 5, 5)"],
+        "returns out only, unless return_weights; then (out, per-head weights (B, h, T, T))": [
+            "return_weights=False given explicitly: B=2, T=5, d_model=12, h=3",
+            "return_weights=True: B=2, T=5, d_model=12, h=3 (d_head=4), no mask",
+            "return_weights=True: B=2, T=7, d_model=8, h=2 (d_head=4), causal mask",
+            "return_weights=True: B=2, T=4, d_model=6, h=3 (d_head=2), one mask per head"],
+        "raises ValueError in __init__ when n_heads does not divide d_model": [
+            "MultiHeadAttention(d_model=10, n_heads=4): 10 is not divisible by 4"],
+        "must not call nn.MultiheadAttention's functional form or F.scaled_dot_product_attention": [
+            "ban:torch.nn.functional.multi_head_attention_forward", "ban:aten._native_multi_head_attention",
+            "ban:torch.nn.functional.scaled_dot_product_attention", "ban:aten._scaled_dot_product*"],
+        "holds no nn.MultiheadAttention (its parameters would be named in_proj_weight)": [
+            "B=2, T=5, d_model=12, h=3 (d_head=4), no mask"],
+        "float32, the dtype of the module's parameters":
+            "not gradable: a module case builds the student's class in the default dtype; other dtypes would need "
+            "the check language to convert the module",
+        "the same module called twice gives the same answer (no state kept between calls)":
+            "not gradable: the check language builds a fresh module for each case and calls it once",
+    },
+    "attention_param_count": {
+        "multi-head attention (defaults): the count of MultiHeadAttention and nn.MultiheadAttention": [
+            "d_model=512, n_heads=8 (the Transformer base model)", "d_model=768, n_heads=12",
+            "d_model=64, a single head", "d_model=1, n_heads=1", "n_kv_heads=n_heads=8 given: multi-head attention"],
+        "n_kv_heads key/value heads: W_K and W_V have n_kv_heads * d_head outputs": [
+            "grouped-query: d_model=512, 8 query heads, 2 key/value heads, bias",
+            "grouped-query: d_model=512, 8 query heads, 2 kv heads, bias=False",
+            "multi-query: d_model=512, 8 query heads, 1 key/value head, bias",
+            "n_kv_heads=4 given positionally: d_model=96, 12 query heads"],
+        "d_head given: W_Q has n_heads * d_head outputs, W_O that many inputs": [
+            "d_head=256 with 16 heads at d_model=3072 (h * d_head = 4096 != d_model)",
+            "d_head=256 with 16 heads at d_model=3072, bias=False",
+            "narrow heads and grouped kv: d_model=64, 8 heads of 4, 2 kv heads",
+            "d_model=8192, 64 query heads, 8 kv heads, d_head=128, bias=False (a 70B-scale layer)"],
+        "with d_head given, n_heads need not divide d_model": ["d_head=8 given: n_heads=4 need not divide d_model=10"],
+        "bias: one bias entry per output feature of every projection": [
+            "d_model=512, n_heads=8, bias=False", "d_model=10, n_heads=10 (d_head=1), bias=False",
+            "grouped-query: d_model=512, 8 query heads, 2 key/value heads, bias"],
+        "a Python int, exact (integer arithmetic past 2^53; compared exactly, type included)": [
+            "d_model=2^27+1, one head: a count above 2^56, exact only in integer arithmetic",
+            "d_model=2^26+1, d_head=2^26+3: a count above 2^54",
+            "d_model=2^27, 2^20 heads, 2^10 kv heads: a count near 2^56"],
+        "raises ValueError: n_heads not dividing d_model without d_head": [
+            "d_model=12 is not divisible by n_heads=5 (d_head not given)",
+            "d_model=10 is not divisible by n_heads=4, bias=False"],
+        "raises ValueError: n_kv_heads not dividing n_heads, or a size < 1": [
+            "n_kv_heads=3 does not divide n_heads=8", "n_kv_heads=16 > n_heads=8", "n_kv_heads=0", "n_heads=0",
+            "d_head=0", "d_model=0"],
+        "the formula, not a module (no parameters built and counted)": ["memory"],
+    },
+}
