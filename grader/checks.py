@@ -269,9 +269,28 @@ def from_plain(x: Any) -> Any:
     return x
 
 
+def storage_extent(x: torch.Tensor) -> int:
+    """Elements of storage a tensor's view spans from its offset (0 when it is empty)."""
+    if x.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))
+
+
+def clone_layout(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` with the very same sizes and strides -- a transposed view stays transposed, a
+    stride-2 view keeps stride 2, an expanded tensor keeps its stride 0 -- in storage of its own, so
+    a case's layout reaches the student's code as the case made it (``Tensor.clone`` makes every
+    non-dense tensor contiguous)."""
+    x = x.detach()
+    if x.is_contiguous():
+        return x.clone(memory_format=torch.contiguous_format)
+    span = torch.as_strided(x, (storage_extent(x),), (1,), x.storage_offset()).clone()
+    return torch.empty(0, dtype=x.dtype, device=x.device).set_(span.untyped_storage(), 0, x.size(), x.stride())
+
+
 def _clone(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
-        return x.detach().clone()
+        return clone_layout(x)
     if isinstance(x, np.ndarray):
         return x.copy()
     if isinstance(x, tuple):

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import MAX_ELEMENTS, MAX_INT_BITS, Array, Case, Outcome
+from ..checks import MAX_ELEMENTS, MAX_INT_BITS, Array, Case, Outcome, storage_extent
 
 MAX_JSON_BYTES = 8 * 1024 * 1024  # one JSON document (the cases' data.json, a frame's header)
 MAX_ARRAYS = 4096  # arrays in one document
@@ -82,8 +82,15 @@ class Writer:
         if type(x) is torch.Tensor or type(x) is torch.nn.Parameter:
             t = x.detach().cpu()
             dtype = str(t.dtype).removeprefix("torch.")
+            layout = None
+            if not t.is_contiguous():  # the storage it spans, and how the view reads it
+                layout = {"size": list(t.shape), "stride": list(t.stride())}
+                t = torch.as_strided(t, (storage_extent(t),), (1,), t.storage_offset())
             value = t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
-            return {"$tensor": self.array(value), "dtype": dtype}
+            doc = {"$tensor": self.array(value), "dtype": dtype}
+            if layout is not None:
+                doc["layout"] = layout
+            return doc
         if type(x) is np.ndarray:
             return {"$ndarray": self.array(x)}
         if isinstance(x, torch.dtype):
@@ -118,6 +125,22 @@ def write(folder: Path, obj: Any) -> None:
     for n, blob in enumerate(writer.blobs):
         (folder / f"{n}.npy").write_bytes(blob)
     (folder / "data.json").write_bytes(json.dumps(doc, allow_nan=False).encode())
+
+
+def _strided(flat: torch.Tensor, layout: Any) -> torch.Tensor:
+    """The view ``layout`` (sizes and strides) describes over the 1-D storage ``flat``, checked to stay inside it."""
+    if not isinstance(layout, dict) or set(layout) != {"size", "stride"}:
+        raise WireError("bad tensor layout")
+    size, stride = layout["size"], layout["stride"]
+    if (not isinstance(size, list) or not isinstance(stride, list) or len(size) != len(stride) or len(size) > 16
+            or not all(type(v) is int and 0 <= v < 2**40 for v in size + stride)):
+        raise WireError("bad tensor layout")
+    n = 1
+    for v in size:
+        n *= v
+    if flat.dim() != 1 or n > MAX_TOTAL_ELEMENTS or (n and 1 + sum((a - 1) * b for a, b in zip(size, stride)) > len(flat)):
+        raise WireError("a tensor layout that reads outside its storage")
+    return torch.empty(0, dtype=flat.dtype).set_(flat.untyped_storage(), 0, size, stride)
 
 
 def _int(x: int) -> int:
@@ -182,7 +205,10 @@ class _Reader:
             dtype = _DTYPES.get(x.get("dtype")) if isinstance(x.get("dtype"), str) else None
             if dtype is None:
                 raise WireError(f"unknown tensor dtype {str(x.get('dtype'))[:40]!r}")
-            return torch.from_numpy(self.array(x["$tensor"]).copy()).to(dtype)
+            t = torch.from_numpy(self.array(x["$tensor"]).copy()).to(dtype)
+            if "layout" in x:
+                t = _strided(t, x["layout"])
+            return t
         if key == "$ndarray":
             return self.array(x["$ndarray"]).copy()
         if key == "$dtype":

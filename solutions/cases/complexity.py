@@ -401,7 +401,7 @@ CONTRACT = {
              "mask class: a 1-D key mask (T_k,)", "mask class: a 2-D mask (T_q, T_k) shared by the batch",
              "mask class: a key mask (1, T_k) broadcast over the queries",
              "mask class: a query-column mask (T_q, 1) with every row kept",
-             "mask class: a per-batch mask (3, 6, 7)", "mask class: a mask of full rank (2, 3, 6, 7)",
+             "mask class: a per-head mask (3, 6, 7)", "mask class: a mask of full rank (2, 3, 6, 7)",
              "mask class: a padding mask (B, 1, 1, T_k) = (2, 1, 1, 7)",
              "mask class: a per-head mask (1, H, T_q, T_k) = (1, 3, 6, 7)",
              "mask class: a per-batch mask (B, 1, T_q, T_k) = (2, 1, 6, 7)"],

@@ -94,8 +94,7 @@ def mask_broadcasts(g: torch.Generator, lead: tuple[int, ...], T_q: int, T_k: in
            ("a key mask (1, T_k) broadcast over the queries", draw(1, T_k)),
            ("a query-column mask (T_q, 1) with every row kept", torch.ones(T_q, 1, dtype=torch.bool))]
     if len(lead) >= 1:
-        out.append((f"a per-{'head' if len(lead) == 1 else 'batch'} mask {(*lead[-1:], T_q, T_k)}",
-                    draw(lead[-1], T_q, T_k)))
+        out.append((f"a per-head mask {(*lead[-1:], T_q, T_k)}", draw(lead[-1], T_q, T_k)))
         out.append(("a mask of full rank " + str((*lead, T_q, T_k)), draw(*lead, T_q, T_k)))
     if len(lead) >= 2:
         out.append((f"a padding mask (B, 1, 1, T_k) = {(lead[0], 1, 1, T_k)}", draw(lead[0], 1, 1, T_k)))

@@ -360,7 +360,7 @@ CONTRACT = {
         "any other mask shape that broadcasts: (T_k,), (1, T_k), (T_q, 1), (h, T_q, T_k), (1, h, T_q, T_k), ...": [
             _HA + "a 1-D key mask (T_k,)", _HA + "a 2-D mask (T_q, T_k) shared by the batch",
             _HA + "a key mask (1, T_k) broadcast over the queries", _HA + "a query-column mask (T_q, 1) with every row kept",
-            _HA + "a per-batch mask (3, 4, 6)", _HA + "a mask of full rank (2, 3, 4, 6)",
+            _HA + "a per-head mask (3, 4, 6)", _HA + "a mask of full rank (2, 3, 4, 6)",
             _HA + "a padding mask (B, 1, 1, T_k) = (2, 1, 1, 6)", _HA + "a per-head mask (1, H, T_q, T_k) = (1, 3, 4, 6)",
             _HA + "a per-batch mask (B, 1, T_q, T_k) = (2, 1, 4, 6)"],
         "keeps the dtype, in float16, bfloat16, float32 and float64 (one check per dtype)": [
@@ -389,7 +389,7 @@ CONTRACT = {
         "any other mask shape broadcastable to (B, h, T, T)": [
             _MHA + "a 1-D key mask (T_k,)", _MHA + "a 2-D mask (T_q, T_k) shared by the batch",
             _MHA + "a key mask (1, T_k) broadcast over the queries", _MHA + "a query-column mask (T_q, 1) with every row kept",
-            _MHA + "a per-batch mask (3, 5, 5)", _MHA + "a mask of full rank (2, 3, 5, 5)",
+            _MHA + "a per-head mask (3, 5, 5)", _MHA + "a mask of full rank (2, 3, 5, 5)",
             _MHA + "a padding mask (B, 1, 1, T_k) = (2, 1, 1, 5)", _MHA + "a per-head mask (1, H, T_q, T_k) = (1, 3, 5, 5)",
             _MHA + "a per-batch mask (B, 1, T_q, T_k) = (2, 1, 5, 5)"],
         "returns out only, unless return_weights; then (out, per-head weights (B, h, T, T))": [
