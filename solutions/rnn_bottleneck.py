@@ -3,7 +3,12 @@
 Read top to bottom, in the chapter's order: a vanilla tanh RNN run over a batch of sequences (the
 encoder whose last state an encoder-decoder squeezes a whole sentence into), then the two halves of
 Bahdanau's additive attention, which lets the decoder look at *every* encoder state instead: scoring
-the encoder states against a query, and pooling them with the softmax of the scores.
+the encoder states against a query, and pooling them with the softmax of the scores; and the two put
+together in one step of Bahdanau's decoder, which attends with its *previous* state and feeds the context
+into its recurrent update.
+
+Every function keeps its inputs' floating dtype (float16, bfloat16, float32, float64) and accepts
+non-contiguous views.
 
 Conventions: vectors are rows, sequences are ``(B, T, d)`` (batch first, like ``batch_first=True`` in
 ``nn.RNN``), and a boolean mask is True where a position *may be attended to*. Every function returns
@@ -137,3 +142,39 @@ def attention_pool(
     weights = torch.softmax(scores, dim=-1)  # (B, T): a distribution over the positions
     context = (weights.unsqueeze(-1) * values).sum(dim=-2)  # (B, T, 1) * (B, T, d_v) summed over T -> (B, d_v)
     return context, weights
+
+
+def bahdanau_decoder_step(
+    s_prev: torch.Tensor,
+    y_prev: torch.Tensor,
+    encoder_states: torch.Tensor,
+    W_a: torch.Tensor,
+    U_a: torch.Tensor,
+    v_a: torch.Tensor,
+    W_y: torch.Tensor,
+    W_s: torch.Tensor,
+    W_c: torch.Tensor,
+    b: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One decoder step of Bahdanau, Cho & Bengio (2015): attend with s_{i-1}, then update the state with c_i.
+
+    ``e_ij = v_a . tanh(s_{i-1} W_a + h_j U_a)``, ``alpha_i = softmax_j(e_i)`` (masked positions get 0),
+    ``c_i = sum_j alpha_ij h_j`` and ``s_i = tanh(y_{i-1} W_y + s_{i-1} W_s + c_i W_c + b)``: the paper's
+    ``s_i = f(s_{i-1}, y_{i-1}, c_i)`` with this chapter's tanh cell as ``f`` (the paper uses a gated unit).
+
+    Args:
+        s_prev: the previous decoder state ``(B, H)``, the query.
+        y_prev: the previous output (its embedding) ``(B, d_y)``.
+        encoder_states: ``h_1 .. h_T`` ``(B, T, d_h)``, keys and values at once.
+        W_a: ``(H, a)``; U_a: ``(d_h, a)``; v_a: ``(a,)`` -- the alignment model.
+        W_y: ``(d_y, H)``; W_s: ``(H, H)``; W_c: ``(d_h, H)``; b: ``(H,)`` -- the recurrent cell.
+        mask: None or a bool ``(B, T)`` (or broadcastable), True = the source position may be attended to.
+
+    Returns:
+        ``(s_i, c_i, alpha_i)`` of shapes ``(B, H)``, ``(B, d_h)``, ``(B, T)``, in the inputs' dtype.
+    """
+    scores = additive_scores(s_prev, encoder_states, W_a, U_a, v_a)  # (B, T): the query is s_{i-1}
+    c, alpha = attention_pool(scores, encoder_states, mask)  # (B, d_h), (B, T)
+    s = torch.tanh(y_prev @ W_y + s_prev @ W_s + c @ W_c + b)  # (B, H): the context enters the cell
+    return s, c, alpha

@@ -2,7 +2,7 @@
 that the README's "Writing a chapter" names), in notebook order."""
 
 EXERCISES = {
-    "ch01_rnn_bottleneck": ["rnn_forward", "additive_scores", "attention_pool"],
+    "ch01_rnn_bottleneck": ["rnn_forward", "additive_scores", "attention_pool", "bahdanau_decoder_step"],
     "ch02_qkv": ["project_qkv", "softmax", "scaled_dot_product_attention", "SelfAttention", "sinusoidal_positions"],
     "ch03_scaling": ["dot_product_variance", "variance_z_test", "softmax_entropy", "softmax_jacobian", "softmax_vjp"],
     "ch04_masks": ["causal_mask", "padding_mask", "attention_mask", "document_mask", "masked_softmax", "causal_attention"],

@@ -3,8 +3,11 @@
 Oracles: ``nn.RNN`` with copied weights (``batch_first``, tanh), ``nn.RNNCell``, ``torch.autograd.gradcheck``,
 the additive score written with explicit loops in column-vector notation (``v^T tanh(W_q^T q + W_k^T k)``)
 and as a two-layer ``nn.Sequential``, and ``torch.nn.functional.scaled_dot_product_attention`` with the
-scores passed as an additive float mask. Then the case generators, the ``nn.RNN`` reference wrapper and
-the judge of ``solutions/cases/rnn_bottleneck.py``, and every hidden check of the notebook.
+scores passed as an additive float mask; for ``bahdanau_decoder_step``, the paper's equations written as a
+loop (column-vector notation, one sequence and one source position at a time, the tanh cell unrolled by
+``nn.RNNCell`` over the concatenated input ``[y_{i-1}; c_i]``), autograd and gradcheck. Then the case
+generators, the ``nn.RNN`` reference wrapper and the judges of ``solutions/cases/rnn_bottleneck.py``, and
+every hidden check of the notebook.
 """
 
 from __future__ import annotations
@@ -307,12 +310,164 @@ def test_attention_pool_leaves_inputs_unchanged_and_rejects_bad_input():
 
 
 # ---------------------------------------------------------------------------------------------------
+# bahdanau_decoder_step
+
+
+def decoder_inputs(B, T, H, d_y, d_h, a, gen, dtype=torch.float32):
+    def r(*shape, scale=1.0):
+        return torch.randn(*shape, generator=gen, dtype=dtype) * scale
+
+    return (torch.tanh(r(B, H)), r(B, d_y), r(B, T, d_h), r(H, a, scale=H ** -0.5), r(d_h, a, scale=d_h ** -0.5),
+            r(a), r(d_y, H, scale=d_y ** -0.5), r(H, H, scale=H ** -0.5), r(d_h, H, scale=d_h ** -0.5), r(H, scale=0.5))
+
+
+def loop_from_the_paper(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b, mask=None):
+    """Bahdanau et al. (2015), eqs. (5)-(6) and the appendix's alignment model e_ij = v_a^T tanh(W_a s_{i-1} +
+    U_a h_j), in column-vector notation (our row-vector weights transposed), one sequence and one position at a
+    time; the recurrent update s_i = f(s_{i-1}, y_{i-1}, c_i) by nn.RNNCell on the input [y_{i-1}; c_i]."""
+    B, T, d_h = h.shape
+    d_y, H = W_y.shape
+    cell = nn.RNNCell(d_y + d_h, H, nonlinearity="tanh", dtype=h.dtype)
+    with torch.no_grad():
+        cell.weight_ih.copy_(torch.cat([W_y, W_c], dim=0).T)
+        cell.weight_hh.copy_(W_s.T)
+        cell.bias_ih.copy_(b)
+        cell.bias_hh.zero_()
+    allowed = torch.ones(B, T, dtype=torch.bool) if mask is None else mask.expand(B, T)
+    states, contexts, weights = [], [], []
+    for i in range(B):
+        e = torch.stack([v_a @ torch.tanh(W_a.T @ s_prev[i] + U_a.T @ h[i, j]) for j in range(T)])
+        e = torch.where(allowed[i], e, torch.tensor(float("-inf"), dtype=h.dtype))
+        alpha = torch.exp(e - e.max()) / torch.exp(e - e.max()).sum()
+        c = sum(alpha[j] * h[i, j] for j in range(T))
+        with torch.no_grad():
+            states.append(cell(torch.cat([y_prev[i], c])[None], s_prev[i][None])[0])
+        contexts.append(c)
+        weights.append(alpha)
+    return torch.stack(states), torch.stack(contexts), torch.stack(weights)
+
+
+@pytest.mark.parametrize("masked", ["none", "padding", "1-D"])
+@pytest.mark.parametrize("B, T, H, d_y, d_h, a", [(2, 5, 4, 3, 6, 7), (4, 4, 3, 5, 2, 6), (1, 1, 2, 2, 2, 2)])
+def test_decoder_step_matches_a_loop_over_the_papers_equations(B, T, H, d_y, d_h, a, masked):
+    gen = torch.Generator().manual_seed(B * 10 + T)
+    args = decoder_inputs(B, T, H, d_y, d_h, a, gen, torch.float64)
+    mask = None
+    if masked == "padding":
+        mask = torch.arange(T) < torch.randint(1, T + 1, (B,), generator=gen)[:, None]
+    elif masked == "1-D":
+        mask = torch.rand(T, generator=gen) < 0.5
+        mask[-1] = True
+    s, c, alpha = ref.bahdanau_decoder_step(*args, mask)
+    s_ref, c_ref, alpha_ref = loop_from_the_paper(*args, mask)
+    assert s.shape == (B, H) and c.shape == (B, d_h) and alpha.shape == (B, T)
+    torch.testing.assert_close(alpha, alpha_ref)
+    torch.testing.assert_close(c, c_ref)
+    torch.testing.assert_close(s, s_ref)
+
+
+def test_decoder_step_queries_the_previous_state_and_feeds_the_context_into_the_cell():
+    """The two facts the exercise is about, by autograd: alpha_i does not depend on y_{i-1} (the query is
+    s_{i-1}), and s_i depends on the encoder states only through c_i (ds_i/dh = 0 when W_c = 0)."""
+    args = [t.requires_grad_() for t in decoder_inputs(2, 5, 4, 3, 6, 7, torch.Generator().manual_seed(9),
+                                                       torch.float64)]
+    s, _, alpha = ref.bahdanau_decoder_step(*args)
+    (grad_y,) = torch.autograd.grad(alpha.sum() + (alpha ** 2).sum(), args[1], allow_unused=True)
+    assert grad_y is None
+    (grad_h,) = torch.autograd.grad(s.sum(), args[2])
+    assert grad_h.norm() > 1e-3
+    no_context = [t.detach() for t in args]
+    no_context[8] = torch.zeros_like(no_context[8]).requires_grad_()
+    no_context[2].requires_grad_()
+    s0, _, _ = ref.bahdanau_decoder_step(*no_context)
+    (grad_h0,) = torch.autograd.grad(s0.sum(), no_context[2], allow_unused=True)
+    assert grad_h0 is None or grad_h0.abs().max() == 0
+
+
+def test_decoder_step_passes_gradcheck_in_float64_with_a_mask():
+    gen = torch.Generator().manual_seed(10)
+    args = [t.requires_grad_() for t in decoder_inputs(2, 4, 3, 2, 3, 4, gen, torch.float64)]
+    mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    assert torch.autograd.gradcheck(lambda *a: ref.bahdanau_decoder_step(*a, mask), args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_decoder_step_keeps_the_dtype_and_ignores_padded_states(dtype):
+    gen = torch.Generator().manual_seed(11)
+    args = list(decoder_inputs(3, 6, 4, 3, 5, 4, gen, dtype))
+    mask = torch.arange(6) < torch.tensor([6, 3, 1])[:, None]
+    out = ref.bahdanau_decoder_step(*args, mask)
+    assert all(t.dtype == dtype for t in out)
+    args[2] = args[2].masked_fill(~mask[..., None], 1e3)
+    for a, b in zip(out, ref.bahdanau_decoder_step(*args, mask)):
+        torch.testing.assert_close(a, b)
+    assert bool((out[2][~mask] == 0).all())
+
+
+def test_decoder_step_leaves_inputs_unchanged_and_rejects_weights_that_do_not_fit():
+    args = decoder_inputs(2, 5, 4, 3, 6, 7, torch.Generator().manual_seed(12))
+    before = [t.clone() for t in args]
+    ref.bahdanau_decoder_step(*args)
+    assert all(torch.equal(a, b) for a, b in zip(args, before))
+    bad = list(args)
+    bad[4] = args[4].T.contiguous()  # U_a (a, d_h)
+    with pytest.raises(ValueError):
+        ref.bahdanau_decoder_step(*bad)
+
+
+def test_decoder_judge_accepts_the_reference_and_names_each_slip():
+    cases = cases_mod.bahdanau_decoder_step_cases(seed=3)
+    cases = [c for c in cases if c.raises is None]
+    cases_mod.decoder_step_follows_the_paper(cases, outputs_of(cases, ref.bahdanau_decoder_step))
+
+    def luong_query(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b, mask=None):
+        s_new = torch.tanh(y_prev @ W_y + s_prev @ W_s + b)
+        return ref.bahdanau_decoder_step(s_new, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b, mask)
+
+    def no_context(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b, mask=None):
+        return ref.bahdanau_decoder_step(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, 0 * W_c, b, mask)
+
+    def unmasked(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b, mask=None):
+        return ref.bahdanau_decoder_step(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b)
+
+    for wrong, message in ((luong_query, "the query is the previous state"), (no_context, "the context enters"),
+                           (unmasked, "masked position")):
+        with pytest.raises(AssertionError, match=message):
+            cases_mod.decoder_step_follows_the_paper(cases, outputs_of(cases, wrong))
+
+
+def test_decoder_cases_cover_the_layouts_masks_and_lengths_of_the_contract():
+    cases = cases_mod.bahdanau_decoder_step_cases(seed=0)
+    encs = [c.args[2] for c in cases]
+    assert any(not e.is_contiguous() and e.detach().clone().stride() == e.stride() for e in encs), \
+        "a non-contiguous layout the checks' clone keeps"
+    assert max(e.shape[1] for e in encs) >= 500 and any(e.shape[0] == e.shape[1] for e in encs)
+    masks = [c.args[10] if len(c.args) > 10 else c.kwargs.get("mask") for c in cases]
+    assert {m.dim() for m in masks if m is not None} == {1, 2} and any("mask" in c.kwargs for c in cases)
+    assert any(c.raises for c in cases)
+    for dtype in ("float16", "bfloat16", "float64"):
+        cases = cases_mod.bahdanau_decoder_step_cases(0, dtype=dtype)
+        assert all(c.args[0].dtype == getattr(torch, dtype) for c in cases)
+
+
+def test_extreme_cases_put_pre_activations_past_40():
+    x, W_xh, W_hh, b_h, *_ = next(c.args for c in cases_mod.rnn_forward_cases(0) if "past 40" in c.label)
+    assert (x @ W_xh + b_h).abs().max() > 40
+    q, k, W_q, W_k, _ = next(c.args for c in cases_mod.additive_scores_cases(0) if "past 40" in c.label)
+    assert ((q @ W_q)[:, None] + k @ W_k).abs().max() > 40
+    s, y, _, _, _, _, W_y, W_s, _, b = next(c.args for c in cases_mod.bahdanau_decoder_step_cases(0)
+                                           if "past 40" in c.label)[:10]
+    assert (y @ W_y + s @ W_s + b).abs().max() > 40
+
+
+# ---------------------------------------------------------------------------------------------------
 # case generators, the nn.RNN reference and the judge
 
 
-GENERATORS = [("rnn_forward_cases", {}), ("rnn_forward_cases", {"gradients": True}),
-              ("additive_scores_cases", {}), ("additive_scores_cases", {"gradients": True}),
-              ("attention_pool_cases", {}), ("attention_pool_cases", {"gradients": True})]
+GENERATORS = [(name, params) for name in ("rnn_forward_cases", "additive_scores_cases", "attention_pool_cases",
+                                          "bahdanau_decoder_step_cases")
+              for params in ({}, {"gradients": True}, {"dtype": "float16"}, {"dtype": "bfloat16"},
+                             {"dtype": "float64"})]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7])
@@ -325,12 +480,12 @@ def test_rnn_cases_are_non_square_and_cover_h0_dtype_and_batch_equal_time():
     cases = cases_mod.rnn_forward_cases(seed=0)
     shapes = [(c.args[0].shape, c.args[1].shape) for c in cases]  # x (B, T, d_in), W_xh (d_in, H)
     assert all(len(x) == 3 for x, _ in shapes)
-    assert sum(W[0] != W[1] for _, W in shapes) >= len(cases) - 1, "d_in != H almost everywhere"
+    assert sum(W[0] != W[1] for _, W in shapes) >= len(cases) - 2, "d_in != H almost everywhere"
     assert any(x[0] == x[1] for x, _ in shapes) and sum(x[0] != x[1] for x, _ in shapes) >= len(cases) - 2
     assert any(len(c.args) == 5 for c in cases) and any("h0" in c.kwargs for c in cases)
     assert any(len(c.args) == 4 and not c.kwargs for c in cases)
     assert any(c.args[0].dtype == torch.float64 and len(c.args) == 4 and not c.kwargs for c in cases)
-    assert any(c.args[0].shape[1] == 1 for c in cases) and max(c.args[0].shape[1] for c in cases) >= 20
+    assert any(c.args[0].shape[1] == 1 for c in cases) and max(c.args[0].shape[1] for c in cases) >= 500
     assert not any(torch.allclose(c.args[2], c.args[2].T) for c in cases), "W_hh must not be symmetric"
     grads = cases_mod.rnn_forward_cases(seed=0, gradients=True)
     assert all(c.grad_output is not None and c.args[0].dtype == torch.float64 for c in grads)
@@ -346,14 +501,15 @@ def test_additive_and_pooling_cases_cover_the_shapes_mistakes_hide_in():
     pool = cases_mod.attention_pool_cases(seed=0)
     masks = [c.args[2] for c in pool if len(c.args) > 2]
     assert masks and all(m.dtype == torch.bool and m.any(-1).all() for m in masks)
+    assert {m.dim() for m in masks} == {1, 2} and any(m.shape[0] == 1 and m.dim() == 2 for m in masks)
     assert any(not m.all() for m in masks) and any(m.all() for m in masks)
-    garbage = [c for c in pool if len(c.args) > 2 and (c.args[0][~c.args[2]] > 100).any()]
+    garbage = [c for c in pool if len(c.args) > 2 and (c.args[0].masked_select(~c.args[2]) > 100).any()]
     assert garbage, "a case must put large scores at masked positions"
     assert any(c.args[0].abs().max() > 200 and len(c.args) == 2 for c in pool)
 
 
 def test_torch_rnn_reference_equals_nn_rnn_with_copied_weights_and_keeps_the_rng():
-    for c in cases_mod.rnn_forward_cases(seed=3):
+    for c in (c for c in cases_mod.rnn_forward_cases(seed=3) if c.raises is None):
         x, W_xh, W_hh, b_h = c.args[:4]
         h0 = c.args[4] if len(c.args) > 4 else c.kwargs.get("h0")
         state = torch.random.get_rng_state()
@@ -380,7 +536,7 @@ def outputs_of(cases: list[Case], obj) -> list:
 
 
 def test_pooling_judge_accepts_the_reference_and_names_the_bug_of_others():
-    cases = cases_mod.attention_pool_cases(seed=3)
+    cases = [c for c in cases_mod.attention_pool_cases(seed=3) if c.raises is None]
     cases_mod.pooling_weights_are_distributions(cases, outputs_of(cases, ref.attention_pool))
 
     def over_batch(scores, values, mask=None):
@@ -425,3 +581,24 @@ def test_hidden_checks_fail_a_wrong_answer_with_a_message_naming_the_case():
 
     with pytest.raises(CheckFailed, match=r"is wrong on case '.+h0"):
         run_local(check, forgets_h0)
+
+
+@pytest.mark.parametrize("exercise", ["rnn_forward", "additive_scores", "attention_pool", "bahdanau_decoder_step"])
+def test_every_exercise_is_checked_in_the_four_floating_dtypes_and_with_gradients(exercise):
+    checks = parse_checks(hidden_blocks()[f"test_{exercise}"])
+    dtypes = {dict(c.params).get("dtype") for c in checks if c.kind == "close" and not dict(c.params).get("gradients")}
+    assert dtypes == {"float16", "bfloat16", "float32", "float64"}
+    assert any(dict(c.params).get("gradients") for c in checks)
+
+
+def test_the_decoder_step_is_judged_against_the_papers_loop():
+    checks = parse_checks(hidden_blocks()["test_bahdanau_decoder_step"])
+    assert any(c.judge == "solutions.cases.rnn_bottleneck:decoder_step_follows_the_paper" for c in checks)
+    check = next(c for c in checks if c.kind == "property")
+
+    def context_not_in_cell(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b, mask=None):
+        _, c, alpha = ref.bahdanau_decoder_step(s_prev, y_prev, h, W_a, U_a, v_a, W_y, W_s, W_c, b, mask)
+        return torch.tanh(y_prev @ W_y + s_prev @ W_s + b), c, alpha
+
+    with pytest.raises(CheckFailed, match="the context enters the cell"):
+        run_local(check, context_not_in_cell)
