@@ -300,6 +300,8 @@ def _worker_main(conn, setup: dict) -> None:
             if request is None:
                 break
             conn.send(("done", worker.grade(*request)))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the parent is gone (a killed run): nothing to report to
     finally:
         worker.close()
 
