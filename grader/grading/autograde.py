@@ -10,7 +10,7 @@ and formgrader work as with ``nbgrader autograde``. Whatever happens to one subm
 count -- failed at intake, or error: the grader's own trouble, never the student's) and the run goes on.
 ``--shard i/N`` takes a stable 1/N of the submissions so that N machines can share one gradebook.
 
-``--jobs N`` grades in N worker *processes* (spawned, each with its own sandbox zygote), never threads:
+``--jobs N`` grades in N worker *processes* (fresh interpreters, each with its own sandbox zygote), never threads:
 nothing of one submission's grading shares an interpreter with another's (CPython's AST machinery,
 nbformat's validators, ``warnings`` filters and SQLAlchemy engines are process-global). The per-chapter
 work (release, hidden checks parsed, cases and reference outputs) is done once, in this process, before
@@ -25,8 +25,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import pickle
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -282,11 +284,15 @@ class _Worker:
             os.close(fd)
 
 
-def _worker_main(conn, setup: dict) -> None:
-    """A worker process: start the zygote, then grade ``(job, attempt)`` requests until told to stop."""
+def _worker_main(fd: int) -> None:
+    """A worker process (``python -c``, the connection's descriptor inherited): receive the setup, start
+    the zygote, then grade ``(job, attempt)`` requests until told to stop."""
+    from multiprocessing.connection import Connection
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    conn = Connection(fd)
     try:
-        worker = _Worker(setup)
+        worker = _Worker(pickle.loads(conn.recv_bytes()))
     except Exception as exc:  # noqa: BLE001 -- reported to the parent, which decides
         conn.send(("broken", f"{type(exc).__name__}: {exc}"))
         return
@@ -307,22 +313,27 @@ def _worker_main(conn, setup: dict) -> None:
 
 
 class _Pool:
-    """The worker processes (spawned: a fresh interpreter each, no state inherited from this one)."""
+    """The worker processes: a fresh interpreter each (``python -c``, not a fork: no state inherited from
+    this one), talking over a socket pair (pickled messages, :mod:`multiprocessing.connection`)."""
 
     def __init__(self, slots: int, setup: dict):
-        self.ctx = multiprocessing.get_context("spawn")
         self.setup = setup
-        self.procs: dict[int, multiprocessing.Process] = {}
+        self.procs: dict[int, subprocess.Popen] = {}
         self.conns: dict[int, object] = {}
         for slot in range(slots):
             self.start(slot)
 
     def start(self, slot: int) -> None:
-        mine, theirs = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(theirs, {**self.setup, "slot": slot}),
-                                name=f"grader-worker-{slot}")
-        proc.start()
+        mine, theirs = multiprocessing.Pipe()
+        fd = theirs.fileno()
+        code = f"from grader.grading.autograde import _worker_main; _worker_main({fd})"
+        proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[fd], cwd=Path.cwd(),
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                    filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                  os.environ.get("PYTHONPATH")]))})
         theirs.close()
+        # plain pickle: torch's own reducers (shared memory) would need a multiprocessing child's key
+        mine.send_bytes(pickle.dumps({**self.setup, "slot": slot}))
         self.procs[slot], self.conns[slot] = proc, mine
 
     def restart(self, slot: int) -> None:
@@ -342,8 +353,11 @@ class _Pool:
                 got.append((slot, conn.recv()))
             except (EOFError, OSError):
                 proc = self.procs[slot]
-                proc.join(5)
-                got.append((slot, ("died", f"exit code {proc.exitcode}")))
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+                got.append((slot, ("died", f"exit code {proc.returncode}")))
         return got
 
     def stop(self, slot: int) -> None:
@@ -352,10 +366,15 @@ class _Pool:
             conn.send(None)
         except (OSError, ValueError):
             pass
-        proc.join(15)
-        if proc.is_alive():
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
             proc.terminate()
-            proc.join(5)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         conn.close()
 
     def close(self) -> None:
