@@ -79,7 +79,7 @@ class Sampler:
                 return "notebook"
             if "grader.grading.sandbox" in cmd:
                 return "zygote (or its leader)"
-            if "multiprocessing" in cmd:
+            if "_worker_main" in cmd:
                 return "worker"
             return proc.name()
         except psutil.Error:
