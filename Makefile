@@ -16,7 +16,7 @@ JOBS ?= 2
 # pip on these machines warns about every package its extra local index lacks; keep the log readable
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: setup system-deps book instructor-book release test grade-demo bench bench-grading bench-build lint clean
+.PHONY: setup system-deps book instructor-book release test grade-demo bench bench-grading bench-scale bench-build lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ bench-build: setup
 bench-grading: setup
 	$(PY) -m grader.dev.bench --grading --n 40
 	$(PY) -m grader.dev.bench --redteam
+
+# a class of STUDENTS x every chapter, graded ROUNDS times: notebooks/s, peak memory, grader errors (must be 0)
+STUDENTS ?= 50
+ROUNDS ?= 3
+bench-scale: setup
+	nice $(PY) -m grader.dev.scale --students $(STUDENTS) --repeat $(ROUNDS) --jobs $(JOBS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -2,19 +2,22 @@
 
     grader book [CHAPTER ...] [--instructor] [--fresh] [--out DIR] [--student-repo URL [--branch B] [--jupyterhub URL]]
     grader release [CHAPTER ...]
-    grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N] [--timeout S] [--memory GB]
+    grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N|auto] [--timeout S] [--memory GB]
                      [--dry-run] [--db URL] [--workdir DIR]
     grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
     grader validate PATH.ipynb [--timeout S] [--student]
 
 Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
-in one line, without a traceback. ``validate`` also works without the course repository (student mode,
+in one line, without a traceback. Exit codes: 0 done, 1 the command failed, 2 a usage mistake, 3 (autograde)
+some submissions hit a grader error (status ``error``: retried once, not the students' fault; grade them
+again). ``validate`` also works without the course repository (student mode,
 ``python -m grader validate`` in the released student repository, which carries this package).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -76,18 +79,19 @@ def _autograde(course: Course, args: argparse.Namespace) -> int:
         raise UsageError("--timeout and --memory must be positive")
     shard = _shard(args.shard) if args.shard else None
     what = "Checking" if args.dry_run else "Autograding"
-    print(f"{what} {args.submitted} with {args.jobs} job(s)" + (f", shard {args.shard}" if shard else ""))
+    print(f"{what} {args.submitted} with {args.jobs} job(s)" + (f", shard {shard[0]}/{shard[1]}" if shard else ""))
     limits = Limits(wall=args.timeout, cpu=int(args.timeout * 2) + 10, memory=int(args.memory * 2**30))
     results = autograde(course, Path(args.submitted), chapters=chapters,
                         workspace=course.workspace(args.workdir, args.db), jobs=args.jobs, timeout=args.timeout,
                         shard=shard, dry_run=args.dry_run, limits=limits)
     if args.dry_run:
         return 0
-    counts = {s: [r for r in results if r.status == s] for s in ("graded", "flagged", "failed")}
+    counts = {s: [r for r in results if r.status == s] for s in ("graded", "flagged", "failed", "error")}
     print(f"{len(results)} submission(s): {len(counts['graded'])} graded, {len(counts['flagged'])} flagged "
           f"(the notebook crashed or ran out of time: only the tests it reached count), "
-          f"{len(counts['failed'])} failed (score 0).")
-    for status in ("flagged", "failed"):
+          f"{len(counts['failed'])} failed (score 0), {len(counts['error'])} error (a grader problem, not the "
+          f"student's: needs your attention).")
+    for status in ("flagged", "failed", "error"):
         reasons: dict[str, int] = {}
         for r in counts[status]:
             key = r.reason.split(";")[0]
@@ -95,10 +99,62 @@ def _autograde(course: Course, args: argparse.Namespace) -> int:
         for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
             print(f"  {status}: {n} x {reason}")
     print("Run `grader report` for the table and the feedback.")
+    if counts["error"]:
+        print(f"{len(counts['error'])} submission(s) hit a grader error twice and have no grade: run the same "
+              "command again (re-grading is idempotent); if it persists, it is a bug of the grader.",
+              file=sys.stderr)
+        return 3
     return 0
 
 
+SHARD_COUNT_ENV = "GRADER_SHARD_COUNT"
+
+
+def shard_from_env(env=None) -> tuple[int, int]:
+    """``--shard auto``: this machine's shard (1-based) and the count, from the variables a scheduler
+    sets: a Slurm job array (``SLURM_ARRAY_TASK_ID`` minus ``SLURM_ARRAY_TASK_MIN``, over
+    ``SLURM_ARRAY_TASK_STEP``, of ``SLURM_ARRAY_TASK_COUNT``) or a Kubernetes Indexed Job
+    (``JOB_COMPLETION_INDEX``, 0-based, of ``GRADER_SHARD_COUNT``: the Job's ``completions``, which
+    Kubernetes does not pass itself). ``GRADER_SHARD_COUNT``, when set, is the count in both cases."""
+    env = os.environ if env is None else env
+
+    def number(name: str) -> int:
+        try:
+            return int(env[name])
+        except ValueError:
+            raise UsageError(f"--shard auto: {name}={env[name]!r} is not a number") from None
+
+    count = number(SHARD_COUNT_ENV) if env.get(SHARD_COUNT_ENV) else None
+    if env.get("SLURM_ARRAY_TASK_ID"):
+        step = number("SLURM_ARRAY_TASK_STEP") if env.get("SLURM_ARRAY_TASK_STEP") else 1
+        first = number("SLURM_ARRAY_TASK_MIN") if env.get("SLURM_ARRAY_TASK_MIN") else 0
+        offset = number("SLURM_ARRAY_TASK_ID") - first
+        if offset % max(step, 1):
+            raise UsageError("--shard auto: SLURM_ARRAY_TASK_ID is not on the array's step")
+        index = offset // max(step, 1)
+        if count is None:
+            if not env.get("SLURM_ARRAY_TASK_COUNT"):
+                raise UsageError("--shard auto: SLURM_ARRAY_TASK_COUNT is not set")
+            count = number("SLURM_ARRAY_TASK_COUNT")
+        where = "the Slurm array task"
+    elif env.get("JOB_COMPLETION_INDEX"):
+        index = number("JOB_COMPLETION_INDEX")
+        if count is None:
+            raise UsageError(f"--shard auto: JOB_COMPLETION_INDEX is set but not {SHARD_COUNT_ENV} (set it to the "
+                             "Job's completions)")
+        where = "the Kubernetes Job's completion index"
+    else:
+        raise UsageError("--shard auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array) nor JOB_COMPLETION_INDEX "
+                         "(a Kubernetes Indexed Job) is set")
+    if not 0 <= index < count:
+        raise UsageError(f"--shard auto: {where} ({index}, from 0) is not below the count {count} (an array with "
+                         "gaps or an uneven step is not supported: use 0-(N-1))")
+    return index + 1, count
+
+
 def _shard(text: str) -> tuple[int, int]:
+    if text in ("auto", "env"):
+        return shard_from_env()
     try:
         index, count = (int(part) for part in text.split("/"))
     except ValueError:
@@ -109,13 +165,17 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def _report(course: Course, args: argparse.Namespace) -> int:
-    from .grading.report import collect, feedback, table, write_csv
+    from .grading.report import collect, feedback, needs_attention, table, write_csv
 
     ws = course.workspace(args.workdir, args.db)
     if args.db is None and not (ws.folder / "gradebook.db").exists():
         raise UsageError(f"no gradebook in {ws.folder}: run `grader autograde SUBMITTED_DIR` first")
     rows = collect(ws)
     print(table(rows))
+    attention = needs_attention(rows)
+    if attention:
+        print(f"\n{len(attention)} submission(s) need your attention (status error: a grader problem, not the "
+              "student's; no score): grade them again with `grader autograde`.")
     path = write_csv(rows, Path(args.csv) if args.csv else ws.folder / "grades.csv")
     print(f"\nCSV: {path}")
     if not args.no_feedback:
@@ -183,7 +243,9 @@ def parser() -> argparse.ArgumentParser:
                    help="wall-clock limit for one whole notebook, seconds (default 600)")
     a.add_argument("--memory", type=float, default=4,
                    help="memory a notebook may use beyond the interpreter's own, GiB (default 4)")
-    a.add_argument("--shard", metavar="I/N", help="grade only shard I of N (N machines, one shared --db)")
+    a.add_argument("--shard", metavar="I/N",
+                   help="grade only shard I of N (N machines, one shared --db); 'auto': I and N from a Slurm job "
+                        "array or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX with GRADER_SHARD_COUNT)")
     a.add_argument("--dry-run", action="store_true", help="check and list the submissions, grade nothing")
     a.set_defaults(func=_autograde)
 

@@ -177,3 +177,51 @@ def test_a_killed_run_finishes_on_the_next_with_every_grade_once(postgres, tmp_p
         assert conn.execute(sa.text("SELECT count(*) FROM grader_runs")).scalar() == len(expect)
     engine.dispose()
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _createdb(postgres: str, name: str) -> str:
+    bindir = _postgres_bin()
+    host = dict(p.split("=") for p in postgres.split("?")[1].split("&"))
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run([*prefix, str(bindir / "createdb"), "-h", host["host"], "-p", host["port"], "-U", "grader", name],
+                   check=True, capture_output=True)
+    return postgres.replace("/gradebook?", f"/{name}?")
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "kubernetes"])
+def test_shards_from_a_scheduler_fill_one_postgresql_gradebook_exactly_once(postgres, tmp_path, scheduler):
+    """`--shard auto` as a Slurm job array (ids 4-6: SLURM_ARRAY_TASK_MIN matters) or a Kubernetes Indexed
+    Job (JOB_COMPLETION_INDEX 0-1 with GRADER_SHARD_COUNT) would run it: every grade lands once."""
+    expect = small_class(tmp_path / "in", n=7)
+    url = _createdb(postgres, f"sched_{scheduler}")
+    if scheduler == "slurm":
+        envs = [{"SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_MIN": "4", "SLURM_ARRAY_TASK_MAX": "6",
+                 "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_JOB_ID": "1234"} for i in (4, 5, 6)]
+    else:
+        envs = [{"JOB_COMPLETION_INDEX": str(i), "GRADER_SHARD_COUNT": "2"} for i in (0, 1)]
+    procs = []
+    for k, extra in enumerate(envs):
+        env = {key: v for key, v in os.environ.items() if not key.startswith(("SLURM_", "JOB_COMPLETION"))}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "grader", "autograde", str(tmp_path / "in"), "--db", url, "--workdir",
+             str(tmp_path / f"node{k}"), "--shard", "auto"], cwd=COURSE.root, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, env={**env, **extra}))
+    outs = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=1200)
+        assert proc.returncode == 0, out[-3000:]
+        outs.append(out)
+    count = len(envs)
+    for k, out in enumerate(outs):
+        assert f"shard {k + 1}/{count}" in out.splitlines()[0]
+    assert scores(url, tmp_path / "node0") == expect
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        subs = conn.execute(sa.text("SELECT count(*), count(DISTINCT student_id) FROM submitted_assignment")).one()
+        runs = conn.execute(sa.text("SELECT count(*) FROM grader_runs")).scalar()
+        grades = conn.execute(sa.text("SELECT count(*), count(DISTINCT (notebook_id, cell_id)) FROM grade")).one()
+    engine.dispose()
+    assert tuple(subs) == (len(expect), len(expect)) and runs == len(expect)
+    with Gradebook(url) as gb:
+        cells = len(gb.find_assignment(CH.id).notebooks[0].grade_cells)
+    assert tuple(grades) == (len(expect) * cells, len(expect) * cells)

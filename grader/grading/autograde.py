@@ -7,35 +7,52 @@ handed in; the points are decided afterwards in this process, from plain data, b
 (:mod:`grader.grading.verdict`). Grades go into nbgrader's gradebook, so ``grader report``, nbgrader's feedback
 and formgrader work as with ``nbgrader autograde``. Whatever happens to one submission is recorded
 (``runs``: graded, flagged -- the notebook crashed or ran out of time, and only the tests it reached
-count -- or failed at intake) and the run goes on. ``--jobs N`` runs N sandboxes at once; ``--shard
-i/N`` takes a stable 1/N of the submissions so that N machines can share one gradebook.
+count -- failed at intake, or error: the grader's own trouble, never the student's) and the run goes on.
+``--shard i/N`` takes a stable 1/N of the submissions so that N machines can share one gradebook.
+
+``--jobs N`` grades in N worker *processes* (fresh interpreters, each with its own sandbox zygote), never threads:
+nothing of one submission's grading shares an interpreter with another's (CPython's AST machinery,
+nbformat's validators, ``warnings`` filters and SQLAlchemy engines are process-global). The per-chapter
+work (release, hidden checks parsed, cases and reference outputs) is done once, in this process, before
+the workers start, and handed to them; this process alone writes the gradebook, one submission at a time.
+An exception of the grader's own code, a worker or sandbox that dies, or a notebook killed from outside
+its sandbox (the machine's OOM killer, an operator's signal) is retried once and, if it happens again,
+recorded as ``error`` -- never ``failed`` with a score of 0.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
-import queue
+import pickle
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 
 import nbformat
 
 from ..cells import grade_ids
-from ..course import Chapter, Course, UsageError, Workspace
+from ..course import Chapter, Course, GraderError, UsageError, Workspace
 from ..plan import plan
 from ..release import ReleaseFailed, release
 from ..submission import Rejected
 from . import intake, runs, tamper, verdict, wire
 from .intake import accept
 from .sandbox import Limits, Zygote
+
+ERROR = "error"  # a grader-side problem, never the student's: retried once, then recorded so
+#: tests only: ``<where>:<once|always>:<student>[,...]`` makes the grader's own code raise at ``where``
+#: (``verdict``: in the worker before the verdict; ``record``: the gradebook write) for that student
+FAULT_ENV = "GRADER_TEST_FAULT"
 
 
 @dataclass(frozen=True)
@@ -135,7 +152,7 @@ class _Progress:
 
     def __init__(self, total: int, stream=sys.stderr):
         self.total, self.done, self.stream = total, 0, stream
-        self.counts = {"graded": 0, "flagged": 0, "failed": 0}
+        self.counts = {"graded": 0, "flagged": 0, "failed": 0, ERROR: 0}
         self.start = time.monotonic()
         self.tty = stream.isatty()
 
@@ -154,33 +171,59 @@ class _Progress:
         self.stream.flush()
 
 
-class _Grading:
-    """State shared by the workers of one run."""
+def _injected(where: str, student: str, attempt: int) -> None:
+    """The test-only fault hook (:data:`FAULT_ENV`): raise here, as a bug of the grader would."""
+    for item in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
+        w, when, who = (item.split(":", 2) + ["", ""])[:3]
+        if w == where and who == student and (when == "always" or (when == "once" and attempt == 1)):
+            raise RuntimeError(f"injected grader fault at {where} ({FAULT_ENV})")
 
-    def __init__(self, course: Course, ws: Workspace, kits: dict, limits: Limits):
-        self.course, self.ws, self.kits, self.limits = course, ws, kits, limits
-        sources = {ch.id: nbformat.read(ch.notebook, as_version=4) for ch in course.chapters()}
-        self.source_ids = {cid: grade_ids(nb) for cid, nb in sources.items()}
-        self.course_cells = {cid: tamper.course_cells(nb) for cid, nb in sources.items()}
-        self.db_lock = threading.Lock()
-        self.jobs = ws.path("sandbox", "jobs")
-        self.jobs.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.jobs, 0o700)
 
-    def grade(self, zygote: Zygote, job: Job) -> runs.Run:
+@dataclass
+class Outcome:
+    """One attempt at one submission, as a worker hands it back: the run record and, when there is
+    something to record, the verdicts and the autograded notebook; or ``fault``, a grader-side problem."""
+
+    run: runs.Run
+    verdicts: list = field(default_factory=list)
+    notebook: dict | None = None
+    fault: str = ""
+
+
+class _Worker:
+    """One grading worker (a process of its own) with its sandbox zygote: intake, plan, the sandboxed
+    run and the verdict of one submission at a time. It writes nothing to the gradebook."""
+
+    def __init__(self, setup: dict):
+        self.course, self.ws, self.kits = setup["course"], setup["ws"], setup["kits"]
+        self.limits, self.hide, self.slot = setup["limits"], setup["hide"], setup["slot"]
+        self.source_ids, self.course_cells = setup["source_ids"], setup["course_cells"]
+        self.jobs = self.ws.path("sandbox", "jobs")
+        self.zygote = Zygote(self.slot, self.hide)
+
+    def close(self) -> None:
+        self.zygote.close()
+
+    def grade(self, job: Job, attempt: int) -> Outcome:
         start = time.perf_counter()
-        run = self._attempt(zygote, job)
-        run.seconds = time.perf_counter() - start
-        if run.status == "failed":
-            _forget(self.ws, run.student, run.chapter)
-        return run
+        try:
+            out = self._attempt(job, attempt)
+        except Exception as exc:  # noqa: BLE001 -- the grader's own trouble: retried, never the student's
+            out = Outcome(runs.Run(job.student, job.chapter.id, ERROR), fault=f"{type(exc).__name__}: {exc}"[:500])
+            if self.zygote.proc.poll() is not None:  # the sandbox's zygote is gone: a fresh one for the retry
+                self.zygote.close()
+                self.zygote = Zygote(self.slot, self.hide)
+        out.run.seconds = time.perf_counter() - start
+        if out.run.status == "failed":
+            _forget(self.ws, out.run.student, out.run.chapter)
+        return out
 
-    def _attempt(self, zygote: Zygote, job: Job) -> runs.Run:
-        ws, ch = self.ws, job.chapter
+    def _attempt(self, job: Job, attempt: int) -> Outcome:
+        ch = job.chapter
         try:
             accepted = accept(self.course, ch, job.root, job.parts, self.source_ids)
         except Rejected as exc:
-            return runs.Run(job.student, ch.id, "failed", str(exc))
+            return Outcome(runs.Run(job.student, ch.id, "failed", str(exc)))
         self._keep_submitted(job, accepted)
         kit = self.kits[ch.id]
         the_plan = plan(kit, accepted.notebook)
@@ -189,10 +232,12 @@ class _Grading:
         try:
             (folder / "plan.json").write_text(json.dumps({"cells": the_plan.cells}))
             cases = [check["cases"] for cell in the_plan.cells for check in cell.get("checks", [])]
-            finished = zygote.run(folder, self.limits, cases)
+            finished = self.zygote.run(folder, self.limits, cases)
             results = wire.read_stream(folder / "results.stream", len(the_plan.cells))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+        if finished.outside:  # killed from outside, or the sandbox machinery failed: not the notebook's doing
+            return Outcome(runs.Run(job.student, ch.id, ERROR), fault=finished.detail)
         if finished.status == "finished" and not results.done:
             finished.status = "died"
             finished.detail = results.problem or "the notebook ended its own process before the end (os._exit?)"
@@ -203,20 +248,19 @@ class _Grading:
         if results.crash and finished.status == "died":
             finished.detail += f" ({results.crash.strip().splitlines()[-1][:200]})"
         stopped = "" if finished.status == "finished" else finished.detail
+        _injected("verdict", job.student, attempt)
         verdicts = verdict.decide(kit, the_plan, results, stopped)
         notebook = verdict.autograded_notebook(kit, accepted.notebook, the_plan, results, verdicts)
-        with self.db_lock:
-            _forget(ws, job.student, ch.id)
-            verdict.record(ws, kit, job.student, verdicts, notebook)
         notes = list(accepted.notes)
         if the_plan.restored:
             notes.append(f"test cells restored from the original: {', '.join(the_plan.restored)}")
         if finished.status != "finished":
-            return runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
-        reaches = tamper.reason(accepted.notebook, self.course_cells[ch.id])
-        if reaches:
-            return runs.Run(job.student, ch.id, "flagged", "; ".join([reaches, *notes]))
-        return runs.Run(job.student, ch.id, "graded", "; ".join(notes))
+            run = runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
+        elif reaches := tamper.reason(accepted.notebook, self.course_cells[ch.id]):
+            run = runs.Run(job.student, ch.id, "flagged", "; ".join([reaches, *notes]))
+        else:
+            run = runs.Run(job.student, ch.id, "graded", "; ".join(notes))
+        return Outcome(run, verdicts, notebook)
 
     def _keep_submitted(self, job: Job, accepted) -> None:
         """Copy the accepted notebook (and timestamp) into nbgrader's ``submitted`` folder. Every folder
@@ -232,7 +276,7 @@ class _Grading:
             if accepted.timestamp is not None and not in_place:
                 files["timestamp.txt"] = accepted.timestamp
             for name, data in files.items():
-                tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+                tmp = f".{name}.{os.getpid()}.tmp"
                 out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                               dir_fd=fd)
                 with os.fdopen(out, "wb") as fh:
@@ -240,6 +284,104 @@ class _Grading:
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         finally:
             os.close(fd)
+
+
+def _worker_main(fd: int) -> None:
+    """A worker process (``python -c``, the connection's descriptor inherited): receive the setup, start
+    the zygote, then grade ``(job, attempt)`` requests until told to stop."""
+    from multiprocessing.connection import Connection
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    conn = Connection(fd)
+    try:
+        worker = _Worker(pickle.loads(conn.recv_bytes()))
+    except Exception as exc:  # noqa: BLE001 -- reported to the parent, which decides
+        conn.send(("broken", f"{type(exc).__name__}: {exc}"))
+        return
+    try:
+        conn.send(("ready", worker.zygote.isolation))
+        while True:
+            try:
+                request = conn.recv()
+            except EOFError:
+                break
+            if request is None:
+                break
+            conn.send(("done", worker.grade(*request)))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the parent is gone (a killed run): nothing to report to
+    finally:
+        worker.close()
+
+
+class _Pool:
+    """The worker processes: a fresh interpreter each (``python -c``, not a fork: no state inherited from
+    this one), talking over a socket pair (pickled messages, :mod:`multiprocessing.connection`)."""
+
+    def __init__(self, slots: int, setup: dict):
+        self.setup = setup
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.conns: dict[int, object] = {}
+        for slot in range(slots):
+            self.start(slot)
+
+    def start(self, slot: int) -> None:
+        mine, theirs = multiprocessing.Pipe()
+        fd = theirs.fileno()
+        code = f"from grader.grading.autograde import _worker_main; _worker_main({fd})"
+        proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[fd], cwd=Path.cwd(),
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                    filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                  os.environ.get("PYTHONPATH")]))})
+        theirs.close()
+        # plain pickle: torch's own reducers (shared memory) would need a multiprocessing child's key
+        mine.send_bytes(pickle.dumps({**self.setup, "slot": slot}))
+        self.procs[slot], self.conns[slot] = proc, mine
+
+    def restart(self, slot: int) -> None:
+        self.stop(slot)
+        self.start(slot)
+
+    def send(self, slot: int, request) -> None:
+        self.conns[slot].send(request)
+
+    def wait(self) -> list[tuple[int, tuple]]:
+        """The messages that arrived, as ``(slot, message)``; a worker that died says ``("died", why)``."""
+        by_conn = {id(c): s for s, c in self.conns.items()}
+        got = []
+        for conn in wait_for(list(self.conns.values())):
+            slot = by_conn[id(conn)]
+            try:
+                got.append((slot, conn.recv()))
+            except (EOFError, OSError):
+                proc = self.procs[slot]
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+                got.append((slot, ("died", f"exit code {proc.returncode}")))
+        return got
+
+    def stop(self, slot: int) -> None:
+        proc, conn = self.procs.pop(slot), self.conns.pop(slot)
+        try:
+            conn.send(None)
+        except (OSError, ValueError):
+            pass
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        conn.close()
+
+    def close(self) -> None:
+        for slot in list(self.procs):
+            self.stop(slot)
 
 
 def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None = None,
@@ -251,8 +393,10 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     found, results = discover(course, submitted, chapters)
     found = [job for job in found if in_shard(f"{job.student}/{job.chapter.id}", shard)]
     results = [run for run in results if in_shard(f"{run.student}/{run.chapter}", shard)]
+    sources = {ch.id: nbformat.read(ch.notebook, as_version=4) for ch in course.chapters()}
+    source_ids = {cid: grade_ids(nb) for cid, nb in sources.items()}
+    course_cells = {cid: tamper.course_cells(nb) for cid, nb in sources.items()}
     if dry_run:
-        source_ids = {ch.id: grade_ids(nbformat.read(ch.notebook, as_version=4)) for ch in course.chapters()}
         for run in results:
             log(f"  {run.student:<16} {run.chapter:<16} would fail: {run.reason}")
         for job in found:
@@ -267,45 +411,98 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     needed = sorted({job.chapter for job in found}, key=lambda ch: ch.number)
     if needed:
         _release(course, needed, ws)
+    # every per-chapter step, once, before any worker starts: the workers only read the result
     kits = {ch.id: verdict.prepare_chapter(ch, ws.path("sandbox", "cases", ch.id)) for ch in needed}
     for run in results:
         runs.record(ws.db_url, run)
         log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
     if not found:
         return results
+    jobs_folder = ws.path("sandbox", "jobs")
+    jobs_folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(jobs_folder, 0o700)
     hide = sorted({course.root.resolve(), ws.folder.resolve(), submitted.resolve()})
     slots = max(1, min(jobs, len(found)))
     limits.threads = max(1, (os.cpu_count() or 1) // slots)
-    with ThreadPoolExecutor(max_workers=slots) as starter:
-        zygotes = list(starter.map(lambda i: Zygote(i, hide), range(slots)))
-    log(f"  sandbox: {zygotes[0].isolation}")
-    free: queue.Queue = queue.Queue()
-    for z in zygotes:
-        free.put(z)
-    grading = _Grading(course, ws, kits, limits)
+    setup = {"course": course, "ws": ws, "kits": kits, "limits": limits, "hide": hide, "source_ids": source_ids,
+             "course_cells": course_cells}
     bar = _Progress(len(found)) if progress else None
+    pending = deque((job, 1, "") for job in found)  # (job, attempt, the first attempt's grader fault)
+    idle: list[int] = []
+    busy: dict[int, tuple[Job, int, str]] = {}
+    said_isolation = False
 
-    def work(job: Job) -> runs.Run:
-        zygote = free.get()
+    def finish(item: tuple[Job, int, str], out: Outcome) -> None:
+        job, attempt, first = item
+        if not out.fault:
+            try:
+                _store(ws, kits, job, out, attempt)
+            except Exception as exc:  # noqa: BLE001 -- the gradebook write failed: the grader's trouble
+                out.fault = f"recording the grades failed: {type(exc).__name__}: {exc}"[:500]
+        if out.fault and attempt == 1:
+            log(f"  {job.student:<16} {job.chapter.id:<16} grader error, trying again: {out.fault}")
+            pending.appendleft((job, 2, out.fault))
+            return
+        run = out.run
+        if out.fault:
+            _forget(ws, job.student, job.chapter.id)
+            run = runs.Run(job.student, job.chapter.id, ERROR,
+                           f"grader error, not the student's (needs the instructor: grade it again): {out.fault}"
+                           + ("" if first == out.fault else f"; first attempt: {first}"), run.seconds)
+        elif first:
+            run.reason = "; ".join(filter(None, [run.reason, f"graded on a second attempt after: {first}"]))
         try:
-            return grading.grade(zygote, job)
-        except Exception as exc:  # noqa: BLE001 -- one submission's trouble never stops the run
-            return runs.Run(job.student, job.chapter.id, "failed", f"grading failed: {type(exc).__name__}: {exc}")
-        finally:
-            free.put(zygote)
+            runs.record(ws.db_url, run)
+        except Exception as exc:  # noqa: BLE001 -- keep going; the summary and the exit code say so
+            run = runs.Run(run.student, run.chapter, ERROR, f"the run record could not be written: "
+                           f"{type(exc).__name__}: {exc}"[:500], run.seconds)
+        results.append(run)
+        if bar:
+            bar.update(run)
+        detail = run.reason or run.status
+        if run.status != "graded":
+            detail = f"{run.status}: {run.reason}"
+        log(f"  {run.student:<16} {run.chapter:<16} {detail} ({run.seconds:.1f} s)")
 
+    pool = _Pool(slots, setup)
     try:
-        with ThreadPoolExecutor(max_workers=slots) as pool:
-            for run in pool.map(work, found):
-                runs.record(ws.db_url, run)
-                results.append(run)
-                if bar:
-                    bar.update(run)
-                detail = run.reason or run.status
-                if run.status != "graded":
-                    detail = f"{run.status}: {run.reason}"
-                log(f"  {run.student:<16} {run.chapter:<16} {detail} ({run.seconds:.1f} s)")
+        while pending or busy:
+            while pending and idle:
+                slot = idle.pop()
+                item = pending.popleft()
+                busy[slot] = item
+                pool.send(slot, (item[0], item[1]))
+            for slot, message in pool.wait():
+                kind = message[0]
+                if kind == "ready":
+                    if not said_isolation:
+                        log(f"  sandbox: {message[1]}")
+                        said_isolation = True
+                    idle.append(slot)
+                    continue
+                if kind == "broken":
+                    raise GraderError(f"a grading worker could not start: {message[1]}")
+                item = busy.pop(slot, None)
+                if kind == "died":
+                    pool.restart(slot)
+                    if item is None:
+                        continue
+                    out = Outcome(runs.Run(item[0].student, item[0].chapter.id, ERROR),
+                                  fault=f"the grading worker process died ({message[1]})")
+                else:
+                    idle.append(slot)
+                    out = message[1]
+                finish(item, out)
     finally:
-        for z in zygotes:
-            z.close()
+        pool.close()
     return results
+
+
+def _store(ws: Workspace, kits: dict, job: Job, out: Outcome, attempt: int) -> None:
+    """Write one submission's grades (one transaction) and its autograded notebook: only this process
+    writes the gradebook, one submission at a time."""
+    if out.run.status == "failed":
+        return
+    _forget(ws, job.student, job.chapter.id)
+    _injected("record", job.student, attempt)
+    verdict.record(ws, kits[job.chapter.id], job.student, out.verdicts, nbformat.from_dict(out.notebook))

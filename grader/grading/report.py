@@ -1,5 +1,6 @@
 """Report: one row per (student, chapter) with score and reason, as a terminal table and a CSV,
-plus nbgrader's feedback HTML for every graded submission."""
+plus nbgrader's feedback HTML for every graded submission. A submission whose grading hit a grader error
+(status ``error``) has no score (``-`` in the table, empty in the CSV): it needs the instructor, not a 0."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def collect(ws: Workspace) -> list[Row]:
         for student, chapter in sorted(keys):
             run = recorded.get((student, chapter))
             max_score = max_scores.get(chapter, 0.0)
-            if run is not None and run.status == "failed":
-                rows.append(Row(student, chapter, 0.0, max_score, "failed", run.reason))
+            if run is not None and run.status in ("failed", "error"):
+                rows.append(Row(student, chapter, 0.0, max_score, run.status, run.reason))
                 continue
             try:
                 score = float(gb.find_submission(chapter, student).score)
@@ -53,9 +54,18 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+def _score(r: Row, none: str) -> str:
+    return none if r.status == "error" else _fmt(r.score)
+
+
+def needs_attention(rows: list[Row]) -> list[Row]:
+    """The rows a grader error left without a score."""
+    return [r for r in rows if r.status == "error"]
+
+
 def table(rows: list[Row]) -> str:
     head = ("student", "chapter", "score", "max", "status", "reason")
-    body = [(r.student, r.chapter, _fmt(r.score), _fmt(r.max_score), r.status, r.reason) for r in rows]
+    body = [(r.student, r.chapter, _score(r, "-"), _fmt(r.max_score), r.status, r.reason) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     widths[-1] = min(widths[-1], 70)
     lines = ["  ".join(str(x)[:w].ljust(w) for x, w in zip(line, widths)).rstrip() for line in (head, *body)]
@@ -69,7 +79,7 @@ def write_csv(rows: list[Row], path: Path) -> Path:
         w = csv.writer(f)
         w.writerow(["student", "chapter", "score", "max_score", "status", "reason"])
         for r in rows:
-            w.writerow([r.student, r.chapter, _fmt(r.score), _fmt(r.max_score), r.status, r.reason])
+            w.writerow([r.student, r.chapter, _score(r, ""), _fmt(r.max_score), r.status, r.reason])
     return path
 
 

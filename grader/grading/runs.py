@@ -17,7 +17,7 @@ runs_table = sa.Table(
     "grader_runs", _meta,
     sa.Column("student", sa.String(128), primary_key=True),
     sa.Column("chapter", sa.String(128), primary_key=True),
-    sa.Column("status", sa.String(16), nullable=False),  # "graded" | "flagged" | "failed"
+    sa.Column("status", sa.String(16), nullable=False),  # "graded" | "flagged" | "failed" | "error"
     sa.Column("reason", sa.Text, nullable=False, default=""),
     sa.Column("seconds", sa.Float, nullable=False, default=0.0),
     sa.Column("updated", sa.DateTime, nullable=False),

@@ -96,6 +96,7 @@ class Finished:
     seconds: float
     isolation: str
     results_over: bool = False  # the notebook sent more than wire.MAX_STREAM_BYTES; the rest was dropped
+    outside: bool = False  # not the notebook's doing: killed from outside, or the sandbox itself failed
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -419,6 +420,28 @@ class Cgroups:
         return made
 
     @staticmethod
+    def oom_kills(folders: list[Path]) -> int:
+        """How many processes the kernel killed in the job's cgroup for going over its memory limit
+        (``oom_kill`` of v2's ``memory.events`` or v1's ``memory.oom_control``; v1 kernels without that
+        line: the limit was hit, ``failcnt``)."""
+        kills = 0
+        for folder in folders:
+            for name in ("memory.events", "memory.oom_control"):
+                try:
+                    text = (folder / name).read_text()
+                except OSError:
+                    continue
+                fields = dict(line.split()[:2] for line in text.splitlines() if len(line.split()) >= 2)
+                if "oom_kill" in fields:
+                    kills += int(fields["oom_kill"])
+                elif name == "memory.oom_control":
+                    try:
+                        kills += int((folder / "memory.failcnt").read_text()) > 0
+                    except (OSError, ValueError):
+                        pass
+        return kills
+
+    @staticmethod
     def join(folders: list[Path]) -> None:
         for folder in folders:
             (folder / "cgroup.procs").write_text(str(os.getpid()))
@@ -540,6 +563,20 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
     os._exit(min(os.waitstatus_to_exitcode(status), 127))
 
 
+#: Signals a notebook cannot send to its own process in the sandbox (PID 1 of its namespace ignores them
+#: from inside unless it handles them): when one ended it, it came from outside (an operator, the
+#: machine's OOM killer) unless the job's own memory or CPU limit explains it.
+OUTSIDE_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _killed_from_outside(code: int, oom_kills: int, cpu_seconds: float, limits: Limits) -> bool:
+    if code <= 128 or code - 128 not in OUTSIDE_SIGNALS:
+        return False
+    if code - 128 == signal.SIGKILL and (oom_kills > 0 or cpu_seconds >= limits.cpu - 1):
+        return False  # the job's own cgroup memory limit, or its CPU-time rlimit: the notebook's doing
+    return True
+
+
 def _describe(code: int) -> str:
     if code == 0:
         return ""
@@ -641,11 +678,19 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             inner = int(line)
     deadline = start + limits.wall
     status = "finished"
+    leader_killed, cpu_seconds = False, 0.0
     while True:
-        done, wait_status = os.waitpid(leader, os.WNOHANG)
+        done, wait_status, usage = os.wait4(leader, os.WNOHANG)
         if done:
+            cpu_seconds = usage.ru_utime + usage.ru_stime  # the leader's and the notebook's (it waited for it)
             code = os.waitstatus_to_exitcode(wait_status)
-            code = 128 - code if code < 0 else code  # the leader itself killed by a signal
+            if code < 0:  # the leader itself killed by a signal (from outside: nothing inside can reach it)
+                code, leader_killed = 128 - code, True
+                if inner:
+                    try:
+                        os.kill(inner, signal.SIGKILL)  # do not leave its notebook running
+                    except ProcessLookupError:
+                        pass
             if not full:
                 _sweep(uid)  # with a PID namespace, the end of its first process ended the rest
             stream.drain(2.0)
@@ -666,19 +711,28 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             break
         stream.pump(min(left, 0.05))
     stream.close()
+    oom_kills = Cgroups.oom_kills(groups)
     Cgroups.close(groups)
     if weak_work is not None:
         shutil.rmtree(weak_work, ignore_errors=True)
     seconds = time.monotonic() - start
+    outside = False
     if status == "timeout":
         detail = f"the notebook ran longer than {limits.wall:.0f} s and was stopped"
     else:
         detail = _describe(code)
         if code == 71:
-            detail = "the sandbox could not be set up"
+            detail, outside = "the sandbox could not be set up", True
+        elif leader_killed or _killed_from_outside(code, oom_kills, cpu_seconds, limits):
+            name = signal.Signals(code - 128).name
+            detail = (f"the notebook's process was killed from outside its sandbox ({name}; not its own memory "
+                      "or CPU limit: the machine's OOM killer or an operator?)")
+            outside = True
+        elif code == 128 + signal.SIGKILL and oom_kills:
+            detail = "the notebook went over its memory limit and was killed"
         status = "finished" if code == 0 else "died"
     return {"status": status, "detail": detail, "seconds": seconds, "isolation": isolation,
-            "results_over": stream.over}
+            "results_over": stream.over, "outside": outside}
 
 
 def serve(uid: int, hide: list[Path]) -> None:
@@ -716,7 +770,7 @@ def serve(uid: int, hide: list[Path]) -> None:
             reply = _serve_one(json.loads(line), uid, hide, full, isolation, cache, cgroups)
         except Exception as exc:  # noqa: BLE001 -- report, keep serving
             reply = {"status": "died", "detail": f"the sandbox failed: {type(exc).__name__}: {exc}",
-                     "seconds": 0.0, "isolation": isolation}
+                     "seconds": 0.0, "isolation": isolation, "outside": True}
         out.write(json.dumps(reply) + "\n")
         out.flush()
 
