@@ -548,6 +548,33 @@ def _reset_peak_rss() -> int:
     return _status_bytes("VmRSS")
 
 
+class ThreadRefused(RuntimeError):
+    """A memory-bounded case started a thread: the per-operator meter sees the calling thread only."""
+
+
+@contextlib.contextmanager
+def _no_new_threads():
+    """While a memory-bounded case runs, starting a thread raises :class:`ThreadRefused` (the meter of
+    operator outputs sees one thread; no exercise needs more). ``threading`` starts every thread, and
+    ``concurrent.futures`` every pool, through its module-level ``_start_new_thread``; patching it back
+    from student code needs a name the tamper reading flags."""
+    import threading
+
+    names = [n for n in ("_start_new_thread", "_start_joinable_thread") if hasattr(threading, n)]
+    saved = {n: getattr(threading, n) for n in names}
+
+    def refuse(*args, **kwargs):
+        raise ThreadRefused("a memory-bounded case may not start threads: compute on the calling thread")
+
+    for n in names:
+        setattr(threading, n, refuse)
+    try:
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(threading, n, f)
+
+
 @contextlib.contextmanager
 def _measuring_memory(enabled: bool, outcome: Outcome):
     if not enabled:
@@ -564,7 +591,7 @@ def _measuring_memory(enabled: bool, outcome: Outcome):
     base = tracemalloc.get_traced_memory()[0]
     meter = MemoryMeter()
     try:
-        with meter:
+        with meter, _no_new_threads():
             yield
     finally:
         outcome.python_peak = max(0, tracemalloc.get_traced_memory()[1] - base)

@@ -36,7 +36,8 @@ NAMES = ("__import__", "eval", "exec", "compile", "globals", "vars", "locals", "
 ATTRIBUTES = ("modules", "_getframe", "settrace", "setprofile", "_current_frames", "__code__", "__globals__", "__closure__", "__subclasses__", "__bases__",
               "__mro__", "__base__", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame",
               "tb_frame", "cell_contents", "ctypes", "ctypeslib", "_C", "library", "_python_dispatch",
-              "cpp_extension", "load_inline", "__reduce__", "__reduce_ex__", "__setstate__")
+              "cpp_extension", "load_inline", "__reduce__", "__reduce_ex__", "__setstate__",
+              "_start_new_thread", "_start_joinable_thread", "start_new_thread")
 
 _PARSE = threading.Lock()  # the AST machinery is not safe to drive from two threads at once
 
