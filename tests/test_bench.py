@@ -107,6 +107,14 @@ def test_quick_run_measures_every_method_or_says_why(quick_run):
         scores = r["case"]["B"] * r["case"]["H"] * r["case"]["T"] ** 2 * 4
         assert r["methods"]["naive"]["peak_mem_bytes"] >= scores
     assert "tiled/" in stdout and "TFLOP/s" in stdout
+    for r in run["results"]:  # forward plus backward, through autograd
+        back = r["backward"]
+        assert back["flops"] == int(back["flops_factor"] * r["flops"])
+        for name in ("naive", "sdpa_math"):
+            m = back["methods"][name]
+            assert m["status"] == "ok" and m["time_ms"] > 0, m
+            assert math.isclose(m["tflops"], back["flops"] / (m["time_ms"] * 1e-3) / 1e12, rel_tol=1e-9)
+    assert "fwd+bwd" in stdout
 
 
 def test_triton_column_runs_under_the_interpreter(tmp_path):

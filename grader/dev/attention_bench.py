@@ -1,8 +1,9 @@
 """Chapter 9 benchmark: naive attention, tiled PyTorch, Triton and the SDPA backends, side by side.
 
 Run ``python -m grader.dev.attention_bench`` (``--help`` lists the options). For every case ``(B, H, T, d, dtype,
-causal)`` of a table chosen for the device (small on a CPU; on CUDA bf16 with B=4, H=16, d=64 and
-T in 1024..16384, plus d=128 and fp16 at T=8192) it measures, for each method,
+causal)`` of a table chosen for the device (small on a CPU; on CUDA FlashAttention-2's benchmark shapes,
+16k tokens and width 2048 so that every length fills the GPU, bf16, d=64, T in 1024..16384, plus d=128 and
+fp16) it measures, for each method, forward and (unless ``--forward-only``) forward plus backward,
 
 * the forward time: the median over repetitions after warm-up; on CUDA each repetition is bracketed
   by CUDA events, on a CPU by ``time.perf_counter`` (with one torch thread unless ``--threads`` says
@@ -145,8 +146,9 @@ def default_cases(device: str, quick: bool = False) -> list[dict[str, Any]]:
     """The table of cases for a device.
 
     CPU: fp32, B=1, H=4, d=64, T in {256, 1024, 2048}, causal or not (the whole run takes about a
-    minute on two cores). CUDA: bf16, B=4, H=16, d=64, T in {1024, 2048, 4096, 8192, 16384}, causal or
-    not; plus d=128 and fp16 at T=8192. ``quick``: two tiny cases (and a bf16 one on CUDA), for tests.
+    minute on two cores). CUDA: FlashAttention-2's benchmark shapes (16k tokens per batch, model width
+    2048: B = 16384 / T, H = 2048 / d), bf16, d=64, T in {1024, ..., 16384}, causal or not; plus d=128 at
+    T=4096 and 16384 and fp16 at T=8192. ``quick``: two tiny cases (and a bf16 one on CUDA), for tests.
     """
     if quick:
         cases = [make_case(1, 2, 64, 32, "float32", False), make_case(1, 2, 96, 32, "float32", True)]
@@ -154,10 +156,14 @@ def default_cases(device: str, quick: bool = False) -> list[dict[str, Any]]:
             cases.append(make_case(1, 2, 128, 64, "bfloat16", True))
         return cases
     if device == "cuda":
-        cases = [make_case(4, 16, T, 64, "bfloat16", causal)
-                 for T in (1024, 2048, 4096, 8192, 16384) for causal in (False, True)]
-        cases += [make_case(4, 16, 8192, 128, "bfloat16", causal) for causal in (False, True)]
-        cases += [make_case(4, 16, 8192, 64, "float16", causal) for causal in (False, True)]
+        # FlashAttention-2's benchmark shape: batch x length = 16k tokens and 2048 model width, so every
+        # length fills the GPU with B * H * T / block_q query tiles (B = 16384 / T, H = 2048 / d)
+        def fa2(T: int, d: int, dtype: str, causal: bool) -> dict[str, Any]:
+            return make_case(max(1, 16384 // T), 2048 // d, T, d, dtype, causal)
+
+        cases = [fa2(T, 64, "bfloat16", causal) for T in (1024, 2048, 4096, 8192, 16384) for causal in (False, True)]
+        cases += [fa2(T, 128, "bfloat16", causal) for T in (4096, 16384) for causal in (False, True)]
+        cases += [fa2(8192, 64, "float16", causal) for causal in (False, True)]
         return cases
     return [make_case(1, 4, T, 64, "float32", causal) for T in (256, 1024, 2048) for causal in (False, True)]
 
@@ -533,6 +539,69 @@ def bench_case(case: dict[str, Any], device: torch.device, methods: Iterable[str
             "baseline": baseline, "baseline_note": note, "ratios": ratios}
 
 
+#: Methods timed forward and backward (autograd through each; the tiled Python reference is a read-along).
+BACKWARD_METHODS = ("sdpa_flash", "sdpa_efficient", "sdpa_math", "naive", "triton")
+#: FLOPs of a forward plus backward pass, in units of the forward's: the backward's five matrix products
+#: against the forward's two (FlashAttention-2's count, recomputation not counted).
+BACKWARD_FLOPS_FACTOR = 3.5
+
+
+def bench_backward(case: dict[str, Any], device: torch.device, methods: Iterable[str], budget_s: float,
+                   min_reps: int, max_reps: int, seed: int = 0) -> dict[str, Any]:
+    """Forward plus backward of every method that has one, on one case (``backward`` entry of a result)."""
+    B, H, T, d, causal = case["B"], case["H"], case["T"], case["d"], case["causal"]
+    dtype = DTYPES[case["dtype"]]
+    gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+    q, k, v, g = (torch.randn(B, H, T, d, generator=gen).to(device=device, dtype=dtype) for _ in range(4))
+    flops = int(BACKWARD_FLOPS_FACTOR * attention_flops(T, d, batch=B, heads=H, causal=causal))
+    available = _available_bytes(device)
+    rec: dict[str, Any] = {}
+    for name in [m for m in BACKWARD_METHODS if m in methods]:
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        if name in SDPA_METHODS:
+            forward = _sdpa_call(name, *leaves, causal)
+        elif name == "naive":
+            def forward(leaves=leaves):
+                return naive_attention(*leaves, causal)
+        else:
+            ft, why = _triton_module()
+            if ft is None or (device.type != "cuda"):
+                rec[name] = {"status": "skipped" if ft is not None else "unavailable",
+                             "reason": why or "the Triton kernel is timed on CUDA only"}
+                continue
+
+            def forward(leaves=leaves, ft=ft):
+                return ft.triton_flash_attention(*leaves, causal)
+        if name in ("naive", "sdpa_math") and available is not None and 4 * _score_bytes(case, T, T) > 0.8 * available:
+            rec[name] = {"status": "skipped", "reason": "the score matrix and its gradient do not fit"}
+            continue
+
+        def call(forward=forward, leaves=leaves):
+            for t in leaves:
+                t.grad = None
+            out = forward()
+            out = out[0] if isinstance(out, tuple) else out
+            out.backward(g)
+            return leaves[0].grad
+
+        try:
+            call()
+            t, reps = time_call(call, device, warmup=1, min_reps=min_reps, max_reps=max_reps, budget_s=budget_s)
+            mem = peak_memory(call, device)
+        except torch.cuda.OutOfMemoryError as exc:
+            rec[name] = {"status": "skipped", "reason": f"out of memory: {_first_line(exc)}"}
+            torch.cuda.empty_cache()
+            continue
+        except (RuntimeError, TypeError, ValueError) as exc:
+            rec[name] = {"status": "unavailable" if name in SDPA_METHODS else "error", "reason": _first_line(exc)}
+            continue
+        rec[name] = {"status": "ok", "time_ms": t * 1e3, "tflops": flops / t / 1e12, "peak_mem_bytes": mem,
+                     "reps": reps}
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return {"flops": flops, "flops_factor": BACKWARD_FLOPS_FACTOR, "methods": rec}
+
+
 def _baseline(rec: dict[str, Any]) -> tuple[str | None, str]:
     flash = rec.get("sdpa_flash")
     if flash is not None and flash.get("status") == "ok":
@@ -660,8 +729,8 @@ TARGETS = (
     # (name, metric, threshold, case filter)
     ("triton >= 0.7x SDPA-flash TFLOP/s at T >= 4096", "triton.tflops_ratio", 0.7,
      lambda c: c["T"] >= 4096 and c["device_type"] == "cuda"),
-    ("tiled <= 4x SDPA-flash time at bf16, B=4, H=16, d=64, T=8192", "tiled.time_ratio", 4.0,
-     lambda c: (c["dtype"], c["B"], c["H"], c["d"], c["T"]) == ("bfloat16", 4, 16, 64, 8192)
+    ("tiled <= 4x SDPA-flash time at bf16, d=64, T=8192", "tiled.time_ratio", 4.0,
+     lambda c: (c["dtype"], c["d"], c["T"]) == ("bfloat16", 64, 8192)
      and c["device_type"] == "cuda"),
 )
 
@@ -712,6 +781,12 @@ def format_table(run: dict[str, Any]) -> str:
             if ratio is not None and name != "naive":
                 lines.append(f"  {name}/{r['baseline']}: time x{ratio['time_ratio']:.2f}, "
                              f"TFLOP/s x{ratio['tflops_ratio']:.3f}")
+        for name, m in r.get("backward", {}).get("methods", {}).items():
+            if m["status"] == "ok":
+                lines.append(f"  {name + ' fwd+bwd':<24}{m['time_ms']:>9.3f} ms {m['tflops']:>8.3f} TFLOP/s "
+                             f"{_fmt_bytes(m['peak_mem_bytes']):>12}")
+            else:
+                lines.append(f"  {name + ' fwd+bwd':<24}{m['status']:>11}  {m['reason'][:100]}")
     for t in run.get("targets", []):
         verdict = {True: "MET", False: "NOT MET", None: "n/a"}[t["met"]]
         value = "-" if t["value"] is None else f"{t['value']:.3f}"
@@ -737,8 +812,10 @@ def run_benchmark(cases: list[dict[str, Any]], device: torch.device, methods: It
                   tiled_blocks: list[tuple[int, int]] | None = None, check_triton: bool = True,
                   quick: bool = False, argv: list[str] | None = None,
                   progress: Callable[[str], None] | None = None,
-                  on_update: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Run the table and return the record (the JSON document of the schema above).
+                  on_update: Callable[[dict[str, Any]], None] | None = None,
+                  backward: bool = True) -> dict[str, Any]:
+    """Run the table and return the record (the JSON document of the schema above); with ``backward``,
+    every result also times forward plus backward (``result["backward"]``).
 
     ``on_update(run)`` is called after every case with the partial record (``"complete": false``), so a
     run cut short by a time limit still leaves its finished cases on disk.
@@ -769,7 +846,10 @@ def run_benchmark(cases: list[dict[str, Any]], device: torch.device, methods: It
         if progress:
             progress(f"{case_label(case)} ...")
         t0 = time.perf_counter()
-        run["results"].append(bench_case(case, device, methods, budget_s, min_reps, max_reps, tiled_blocks))
+        result = bench_case(case, device, methods, budget_s, min_reps, max_reps, tiled_blocks)
+        if backward:
+            result["backward"] = bench_backward(case, device, methods, budget_s, min_reps, max_reps)
+        run["results"].append(result)
         run["targets"] = evaluate_targets(run["results"], device.type)
         if progress:
             progress(f"  done in {time.perf_counter() - t0:.1f} s")
@@ -850,6 +930,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch threads for a CPU run (default 1: steady timings on a shared machine; "
                         "0 keeps torch's default)")
     p.add_argument("--no-check", action="store_true", help="skip the Triton self-check on CUDA")
+    p.add_argument("--forward-only", action="store_true", help="time the forward pass only (no fwd+bwd rows)")
     p.add_argument("--out", type=Path, help="JSON path (default: book/ch09_flash/data/bench-<device>-<date>.json; "
                                             "--quick runs are only written with --out)")
     p.add_argument("--no-save", action="store_true", help="print only")
@@ -880,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
                         tiled_blocks=args.tiled_blocks, check_triton=not args.no_check, quick=args.quick,
                         argv=sys.argv[1:] if argv is None else argv,
                         progress=lambda s: print(s, file=sys.stderr, flush=True),
-                        on_update=write if save else None)
+                        on_update=write if save else None, backward=not args.forward_only)
     print(format_table(run))
     if save:
         write(run)
