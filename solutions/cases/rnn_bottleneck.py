@@ -70,10 +70,8 @@ def torch_rnn_forward(
 
 def _strided(x: torch.Tensor) -> torch.Tensor:
     """The same values in a non-contiguous view: stored with the first two axes swapped (time-major, like
-    ``nn.RNN``'s default layout), seen batch first. A permuted layout, because the checks clone every input
-    before the call and a clone keeps the strides of a permutation only (a stride-2 view like
-    :func:`solutions.cases.families.non_contiguous`, or a stride-0 one like
-    :func:`~solutions.cases.families.expanded`, comes back contiguous)."""
+    ``nn.RNN``'s default layout), seen batch first (the checks and the wire keep any layout:
+    :func:`grader.checks.clone_layout`)."""
     return x.transpose(0, 1).contiguous().transpose(0, 1)
 
 
@@ -440,11 +438,8 @@ def decoder_step_follows_the_paper(cases: list[Case], outputs: list) -> None:
 # the contract: every clause of the statements -> the hidden cases that exercise it
 
 F16, BF16, F64 = " (float16)", " (bfloat16)", " (float64)"
-NON_CONTIGUOUS = ("not gradable: grader autograde sends every input across the sandbox boundary as a contiguous "
-                  "array (grader/grading/wire.py, np.ascontiguousarray), so the non-contiguous case of this "
-                  "exercise checks the layout only in a plain kernel (nbgrader, the source notebook)")
-EXPANDED = ("not gradable: the checks clone every input before the call (grader.checks._clone), and a clone "
-            "of a stride-0 (expanded) tensor is contiguous, so no case can hand one over")
+EXPANDED = ("not gradable: this chapter's cases do not hand over stride-0 (expanded) inputs yet; the checks "
+            "and the wire keep such a layout since grader.checks.clone_layout, so a case can be added")
 
 CONTRACT = {
     "rnn_forward": {
@@ -467,7 +462,7 @@ CONTRACT = {
              "large weights (tanh saturates): B=2, T=8, d_in=3, H=5, h0 given"],
         "sequences of any length": ["a long sequence: B=2, T=30, d_in=3, H=7, no h0",
                                     f"a long sequence: B=2, T={LONG_LENGTHS[1]}, d_in=3, H=4, no h0"],
-        "accepts non-contiguous inputs": NON_CONTIGUOUS,
+        "accepts non-contiguous inputs": ["non-contiguous x (stored time-major) and W_hh (a transposed view)"],
         "accepts expanded inputs": EXPANDED,
         "differentiable: gradients to x, the weights, the bias and h0":
             ["gradients, float64: B=2, T=4, d_in=3, H=5, h0 given",
@@ -493,7 +488,7 @@ CONTRACT = {
             ["pre-activations past 40 (inputs of size ~80): an exp-based tanh overflows to inf/inf",
              "inputs of size ~5 (tanh saturates): B=2, T=6, d_q=3, d_k=5, a=2"],
         "any number of keys": [f"a long sequence of keys: B=2, T={LONG_LENGTHS[2]}, d_q=3, d_k=4, a=5"],
-        "accepts non-contiguous inputs": NON_CONTIGUOUS,
+        "accepts non-contiguous inputs": ["non-contiguous query, keys (stored time-major) and W_k (transposed views)"],
         "accepts expanded inputs": EXPANDED,
         "differentiable": ["gradients, float64: B=2, T=5, d_q=3, d_k=4, a=6", "gradients, float64: B=T=3, d_q=d_k=a=4"],
         "weights that do not fit raise an error (no silent transpose)":
@@ -518,7 +513,7 @@ CONTRACT = {
              "padding mask: B=4, T=7, d_v=2, scores of the padded positions are garbage up to 2e3" + BF16,
              "random mask, B=3, T=6, d_v=4" + F64, "float64: B=3, T=4, d_v=6, padding mask"],
         "any number of positions": [f"a long sequence: B=2, T={LONG_LENGTHS[2]}, padding mask"],
-        "accepts non-contiguous inputs": NON_CONTIGUOUS,
+        "accepts non-contiguous inputs": ["non-contiguous scores and values (stored time-major), padding mask"],
         "each row of weights is a distribution and the context is their average (property)":
             ["B=3, T=6, d_v=4, random mask (True = may attend)"],
         "differentiable": ["gradients, float64: B=3, T=5, d_v=4, no mask",
@@ -552,7 +547,8 @@ CONTRACT = {
         "pre-activations of any size (past 40 an exp-based tanh gives inf/inf)":
             ["pre-activations past 40 (weights 30 times larger): an exp-based tanh overflows"],
         "any source length": [f"a long source: B=2, T={LONG_LENGTHS[1]}, padding mask"],
-        "accepts non-contiguous inputs": NON_CONTIGUOUS,
+        "accepts non-contiguous inputs":
+            ["non-contiguous encoder states (stored time-major), s_prev, W_s and U_a (transposed views)"],
         "accepts expanded inputs": EXPANDED,
         "differentiable through the attention and the cell":
             ["gradients, float64: B=2, T=5, H=4, d_y=3, d_h=6, a=5, no mask",
