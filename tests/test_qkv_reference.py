@@ -20,8 +20,7 @@ import torch.nn.functional as F
 import solutions.cases.qkv as cases_mod
 import solutions.qkv as ref
 from grader import cells
-from grader.checks import (Case, CheckFailed, banned_family, evaluate, from_plain, parse_checks, prepare,
-                           run_local)
+from grader.checks import Case, CheckFailed, banned_family, evaluate, from_plain, parse_checks, prepare, run_local
 from solutions.cases.families import DTYPES, TOLERANCES, extreme_scores
 
 from .casecheck import assert_generator_is_deterministic_and_labelled

@@ -16,7 +16,6 @@ import torch
 import solutions.cases.scaling as cases_mod
 import solutions.scaling as ref
 from grader.checks import Case, Check, CheckFailed, evaluate, from_plain, run_local
-
 from solutions.cases.families import DTYPES, TOLERANCES
 
 from .casecheck import assert_generator_is_deterministic_and_labelled

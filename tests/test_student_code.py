@@ -20,8 +20,7 @@ import torch
 from grader.cells import exercises, solution_regions, split_hidden
 from grader.checks import parse_checks, run_local
 from grader.course import Course
-from grader.dev.samples import (BadVariant, apply_edit, is_correct, parse_edits, passing_visible, reasons,
-                                student_code)
+from grader.dev.samples import BadVariant, apply_edit, is_correct, parse_edits, passing_visible, reasons, student_code
 
 COURSE = Course.here()
 CHAPTERS = [ch for ch in COURSE.chapters() if student_code(COURSE, ch)]

@@ -8,9 +8,9 @@ it, and a submission that uses one of these means is graded as usual but **flagg
 instructor to look at: the points it earned through the in-process recorders are not evidence.
 
 ``import sys`` alone is not flagged (``sys.argv``, ``sys.exit`` are ordinary); its registry of modules,
-frames and tracing are. The list names capabilities, not tricks: importing a module of introspection or foreign memory, naming the
-builtins that run or look up code by string, or an attribute that exposes frames, code objects, globals or
-the registry of loaded modules. Obfuscation needs one of them to start from (``__import__``, ``getattr`` on
+frames and tracing are. The list names capabilities, not tricks: importing a module of introspection or
+foreign memory, naming the builtins that run or look up code by string, or an attribute that exposes frames,
+code objects, globals or the registry of loaded modules. Obfuscation needs one of them to start from (``__import__``, ``getattr`` on
 ``__builtins__``, ``importlib``, ``eval``), so it is flagged too. Unparseable code is left to the notebook
 run, which reports it.
 """
@@ -33,7 +33,8 @@ MODULES = ("ctypes", "gc", "inspect", "importlib", "builtins", "sys.modules", "s
 NAMES = ("__import__", "eval", "exec", "compile", "globals", "vars", "locals", "breakpoint", "__builtins__",
          "__loader__", "__spec__")
 #: Attributes that expose frames, code, globals, the module registry or raw memory.
-ATTRIBUTES = ("modules", "_getframe", "settrace", "setprofile", "_current_frames", "__code__", "__globals__", "__closure__", "__subclasses__", "__bases__",
+ATTRIBUTES = ("modules", "_getframe", "settrace", "setprofile", "_current_frames", "__code__", "__globals__",
+              "__closure__", "__subclasses__", "__bases__",
               "__mro__", "__base__", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame",
               "tb_frame", "cell_contents", "ctypes", "ctypeslib", "_C", "library", "_python_dispatch",
               "cpp_extension", "load_inline", "__reduce__", "__reduce_ex__", "__setstate__",

@@ -138,7 +138,8 @@ def _strided(flat: torch.Tensor, layout: Any) -> torch.Tensor:
     n = 1
     for v in size:
         n *= v
-    if flat.dim() != 1 or n > MAX_TOTAL_ELEMENTS or (n and 1 + sum((a - 1) * b for a, b in zip(size, stride)) > len(flat)):
+    span = 1 + sum((a - 1) * b for a, b in zip(size, stride)) if n else 0
+    if flat.dim() != 1 or n > MAX_TOTAL_ELEMENTS or span > len(flat):
         raise WireError("a tensor layout that reads outside its storage")
     return torch.empty(0, dtype=flat.dtype).set_(flat.untyped_storage(), 0, size, stride)
 

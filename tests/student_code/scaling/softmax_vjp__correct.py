@@ -1,4 +1,3 @@
-import torch
 
 
 def softmax_vjp(p, grad_p, dim=-1):

@@ -1,8 +1,6 @@
 import math
 from statistics import NormalDist
 
-import torch
-
 
 def variance_z_test(estimates, d_k, n_samples, alpha=1e-6):
     """Two-sided z-test of H0: Var(q . k) = d_k from M independent estimates."""
