@@ -142,3 +142,21 @@ def test_the_harness_replaces_an_oversized_case_by_an_error_and_keeps_the_others
     back = wire.decode(doc, blobs)
     assert back[0][0].error is None and back[0][2].error is None
     assert "bytes of results" in back[0][1].error and back[0][1].output is None
+
+
+def test_cases_keep_their_layout_and_devices_across_the_wire(tmp_path):
+    """A transposed, a stride-2 and an expanded tensor reach the sandbox with their strides, and a
+    ``torch.device`` argument arrives as one (chapter 4's masks take ``device=``)."""
+    import torch
+
+    from grader.checks import Case
+    from grader.grading import wire as w
+    from solutions.cases.families import expanded, non_contiguous
+
+    xs = (torch.randn(3, 4).t(), non_contiguous(torch.randn(3, 4)), expanded(torch.randn(2, 3), 4),
+          torch.randn(5)[1:])
+    w.write(tmp_path, [Case(args=xs, kwargs={"device": torch.device("cpu")})])
+    (back,) = w.read(tmp_path)
+    for x, y in zip(xs, back.args):
+        assert torch.equal(x, y) and x.stride() == y.stride() and x.shape == y.shape
+    assert back.kwargs["device"] == torch.device("cpu")

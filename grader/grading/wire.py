@@ -25,6 +25,7 @@ import io
 import json
 import math
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,8 @@ class Writer:
             return {"$ndarray": self.array(x)}
         if isinstance(x, torch.dtype):
             return {"$dtype": str(x).removeprefix("torch.")}
+        if isinstance(x, torch.device):
+            return {"$device": str(x)}
         if isinstance(x, torch.Generator):
             return {"$generator": self.array(x.get_state().numpy())}
         if isinstance(x, float):
@@ -216,6 +219,10 @@ class _Reader:
             if not isinstance(x["$dtype"], str) or x["$dtype"] not in _DTYPES:
                 raise WireError(f"unknown dtype {str(x['$dtype'])[:40]!r}")
             return _DTYPES[x["$dtype"]]
+        if key == "$device":
+            if not isinstance(x["$device"], str) or not re.fullmatch(r"(cpu|meta|cuda(:\d{1,2})?)", x["$device"]):
+                raise WireError(f"bad device {str(x['$device'])[:40]!r}")
+            return torch.device(x["$device"])
         if key == "$generator":
             g = torch.Generator()
             g.set_state(torch.from_numpy(self.array(x["$generator"]).astype(np.uint8)))
