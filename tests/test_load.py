@@ -207,8 +207,9 @@ def test_a_notebook_killed_from_outside_is_retried_and_then_recorded_as_error(tm
     rows = {r.student: r for r in collect(ws)}
     assert (rows["ok-a"].status, rows["ok-a"].score) == ("graded", full)
     once = rows["victim-once"]
-    assert once.status == "graded" and once.score == full, once
-    assert "second attempt" in once.reason and "killed from outside" in once.reason
+    # the victims name their process through ctypes, which the tamper reading flags (graded, for review)
+    assert once.status == "flagged" and once.score == full, once
+    assert "second attempt" in once.reason and "killed from outside" in once.reason and "ctypes" in once.reason
     twice = rows["victim-twice"]
     assert twice.status == "error" and "killed from outside" in twice.reason and "SIGKILL" in twice.reason
 
