@@ -155,8 +155,9 @@ def test_cases_keep_their_layout_and_devices_across_the_wire(tmp_path):
 
     xs = (torch.randn(3, 4).t(), non_contiguous(torch.randn(3, 4)), expanded(torch.randn(2, 3), 4),
           torch.randn(5)[1:])
-    w.write(tmp_path, [Case(args=xs, kwargs={"device": torch.device("cpu")})])
+    w.write(tmp_path, [Case(args=xs, kwargs={"device": torch.device("cpu"), "dtype": torch.float8_e4m3fn})])
     (back,) = w.read(tmp_path)
+    assert back.kwargs["dtype"] is torch.float8_e4m3fn
     for x, y in zip(xs, back.args):
         assert torch.equal(x, y) and x.stride() == y.stride() and x.shape == y.shape
     assert back.kwargs["device"] == torch.device("cpu")

@@ -53,6 +53,11 @@ _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)}
 
 
+#: Every dtype torch names, for ``torch.dtype`` arguments (chapter 8's counts take float8, complex, bool, ...);
+#: tensors themselves travel only in :data:`_DTYPES`.
+_ALL_DTYPES = {str(d).removeprefix("torch."): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
+
+
 class WireError(ValueError):
     """Data read back from a sandbox is malformed or over a limit."""
 
@@ -216,9 +221,9 @@ class _Reader:
         if key == "$ndarray":
             return self.array(x["$ndarray"]).copy()
         if key == "$dtype":
-            if not isinstance(x["$dtype"], str) or x["$dtype"] not in _DTYPES:
+            if not isinstance(x["$dtype"], str) or x["$dtype"] not in _ALL_DTYPES:
                 raise WireError(f"unknown dtype {str(x['$dtype'])[:40]!r}")
-            return _DTYPES[x["$dtype"]]
+            return _ALL_DTYPES[x["$dtype"]]
         if key == "$device":
             if not isinstance(x["$device"], str) or not re.fullmatch(r"(cpu|meta|cuda(:\d{1,2})?)", x["$device"]):
                 raise WireError(f"bad device {str(x['$device'])[:40]!r}")
