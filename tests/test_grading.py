@@ -56,7 +56,9 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
         inline = [ex.name for ex in exercises(source)
                   if not any(re.search(r"^\s*(from|import) solutions", region, re.M)
                              for region in solution_regions(ex.solution.source))]
-        expect[student("source"), ch.id] = {"score": sum(points[ex] for ex in inline)}
+        # its cells import the answer key, which the tamper reading flags for the instructor
+        expect[student("source"), ch.id] = {"score": sum(points[ex] for ex in inline), "status": "flagged",
+                                            "reason": "imports solutions."}
         put(root, student("stub"), ch, released)
         expect[student("stub"), ch.id] = {"score": 0}
         put(root, student("correct"), ch, samples.fill(released, correct))
@@ -133,7 +135,8 @@ def test_every_submission_gets_exactly_its_expected_score(graded):
         if "failed" in want:
             if row.status != "failed" or want["failed"] not in row.reason or row.score != 0:
                 problems.append(f"{key}: expected failed ({want['failed']}), got {row}")
-        elif row.status != "graded" or row.score != want["score"]:
+        elif (row.status != want.get("status", "graded") or row.score != want["score"]
+              or want.get("reason", "") not in row.reason):
             problems.append(f"{key}: expected {want['score']}, got {row.score} ({row.status}: {row.reason})"
                             + (f" [{want['variants']}]" if "variants" in want else ""))
         elif "reason" in want and want["reason"] not in row.reason:
