@@ -14,7 +14,16 @@ import torch
 
 from grader.checks import Case
 from solutions.cases.families import (
-    DTYPES, LONG_LENGTHS, expanded, extreme_scores, fill_masked, mask_broadcasts, non_contiguous, randn, tag)
+    DTYPES,
+    LONG_LENGTHS,
+    expanded,
+    extreme_scores,
+    fill_masked,
+    mask_broadcasts,
+    non_contiguous,
+    randn,
+    tag,
+)
 
 #: Tolerances of the no-leak judge: outputs before the change must agree to float32 rounding.
 ATOL, RTOL = 1e-5, 1e-5

@@ -16,8 +16,16 @@ import torch
 
 from grader.checks import Case
 from solutions.cases._common import assert_weight_rows
-from solutions.cases.families import (DTYPES, LONG_LENGTHS, expanded, extreme_scores, mask_broadcasts,
-                                      non_contiguous, randn, tag)
+from solutions.cases.families import (
+    DTYPES,
+    LONG_LENGTHS,
+    expanded,
+    extreme_scores,
+    mask_broadcasts,
+    non_contiguous,
+    randn,
+    tag,
+)
 
 #: Tolerances of the property judges (float32 results).
 ATOL, RTOL = 1e-5, 1e-4

@@ -17,7 +17,6 @@ import torch
 import torch.nn as nn
 
 from grader.checks import Case
-
 from solutions.cases.families import DTYPES, expanded, non_contiguous, randn, tag
 
 # ---------------------------------------------------------------------------------------------------
