@@ -16,7 +16,7 @@ JOBS ?= 2
 # pip on these machines warns about every package its extra local index lacks; keep the log readable
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: setup system-deps book instructor-book release test grade-demo bench bench-grading bench-scale bench-build lint clean
+.PHONY: setup system-deps book instructor-book release locales locales-check test grade-demo bench bench-grading bench-scale bench-build lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,12 +39,22 @@ instructor-book: setup
 release: setup
 	$(VENV)/bin/grader release
 
-# Debian packages the tests need: a PostgreSQL server (the shared-gradebook tests start one) and
-# chromium (the browser tests render the built book in it). Installed when missing and we are root.
+# the translation catalogs (book/locales/<language>/LC_MESSAGES/*.po) brought up to date with the English
+# text: new messages empty, changed ones fuzzy. `make locales-check` fails while any is (the tests do too).
+locales: setup
+	$(VENV)/bin/grader locales
+
+locales-check: setup
+	$(VENV)/bin/grader locales --check
+
+# Debian packages the tests need: a PostgreSQL server (the shared-gradebook tests start one),
+# chromium (the browser tests render the built book in it) and a CJK font (the Chinese site's screenshots).
+# Installed when missing and we are root.
 system-deps:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	fc-list :lang=zh 2>/dev/null | grep -q . || missing="$$missing fonts-noto-cjk"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian packages:$$missing"; \

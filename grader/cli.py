@@ -1,6 +1,8 @@
 """``grader``: build the published book, release student notebooks, autograde, report.
 
-    grader book [CHAPTER ...] [--instructor] [--fresh] [--out DIR] [--student-repo URL [--branch B] [--jupyterhub URL]]
+    grader book [CHAPTER ...] [--instructor] [--fresh] [--out DIR] [--english-only]
+                [--student-repo URL [--branch B] [--jupyterhub URL]]
+    grader locales [--check]
     grader release [CHAPTER ...]
     grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N|auto] [--timeout S] [--memory GB]
                      [--dry-run] [--db URL] [--workdir DIR]
@@ -50,14 +52,46 @@ def _book(course: Course, args: argparse.Namespace) -> int:
         html = Path(args.out).resolve()
     print(f"Building the site into {_shown(html, course.root)}")
     build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh, launch=launch)
+    sites = [html]
+    if not args.instructor and not args.english_only:
+        from .book.locales import LANGUAGES
+
+        for code, lang in LANGUAGES.items():
+            print(f"Building the {code} site into {_shown(html / lang.folder, course.root)}")
+            sites.append(build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh,
+                                    launch=launch, language=code))
     if not args.instructor:
         release_if_stale(course, chapters)
-        publish_downloads(course, chapters, html)
+        for site in sites:
+            publish_downloads(course, chapters, site)
         print("Chapter downloads serve the released student notebooks")
     print(f"Done in {time.perf_counter() - start:.0f} s. Open {_shown(html / 'index.html', course.root)}")
     if args.instructor:
         print("This is the staff preview, with solutions and hidden tests: never publish it.")
     return 0
+
+
+def _locales(course: Course, args: argparse.Namespace) -> int:
+    from .book import locales
+    from .book.stage import stage
+
+    print("Staging the book to extract its messages")
+    staged = stage(course, course.chapters(), course.build / "stage", instructor=False)
+    pot = locales.extract(course, staged)
+    failed = 0
+    for code in locales.LANGUAGES:
+        if args.check:
+            problems = locales.check(course, pot, code)
+            for line in problems:
+                print(f"  {code}/{line}")
+            print(f"{code}: {len(problems)} problem(s)" + (" (all translated, none fuzzy)" if not problems else ""))
+            failed += bool(problems)
+        else:
+            counts = locales.update(course, pot, code)
+            print(f"{code}: {counts['messages']} messages in {_shown(locales.catalogs(course, code), course.root)}: "
+                  f"{counts['new']} untranslated, {counts['fuzzy']} fuzzy, {counts['filled']} with nothing to "
+                  f"translate filled in, {counts['removed pages']} removed page(s)")
+    return 1 if failed else 0
 
 
 def _release(course: Course, args: argparse.Namespace) -> int:
@@ -225,7 +259,13 @@ def parser() -> argparse.ArgumentParser:
                    help="build the site into DIR (default: _build/site/html, or _build/instructor/html)")
     b.add_argument("--fresh", action="store_true", help="rebuild every page from scratch")
     b.add_argument("--lenient", action="store_true", help="do not treat Sphinx warnings as errors")
+    b.add_argument("--english-only", action="store_true", help="leave out the translated sites (_build/site/html/zh)")
     b.set_defaults(func=_book)
+
+    loc = sub.add_parser("locales", help="update the translation catalogs (book/locales) from the English text")
+    loc.add_argument("--check", action="store_true",
+                     help="change nothing; fail when a message is untranslated, fuzzy or out of date")
+    loc.set_defaults(func=_locales)
 
     r = sub.add_parser("release", help="make the student notebooks with nbgrader")
     r.add_argument("chapters", nargs="*", metavar="CHAPTER")

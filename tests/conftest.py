@@ -37,6 +37,6 @@ def site():
 
 @pytest.fixture(scope="session")
 def launch_site(site):
-    _build("--student-repo", STUDENT_REPO, "--jupyterhub", JUPYTERHUB, "--out", str(LAUNCH_SITE))
+    _build("--student-repo", STUDENT_REPO, "--jupyterhub", JUPYTERHUB, "--out", str(LAUNCH_SITE), "--english-only")
     assert (LAUNCH_SITE / "index.html").is_file()
     return LAUNCH_SITE

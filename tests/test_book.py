@@ -1,6 +1,7 @@
 """The published book: built from the staged student view, it shows the chapters' figures and never
 leaks a solution, a hidden test or a marker anywhere under _build/site (HTML, _sources, search index,
-downloads). The student release is made by nbgrader and holds stubs, not answers."""
+downloads, the Chinese site under _build/site/html/zh). The student release is made by nbgrader and holds
+stubs, not answers. The Chinese site shares the English one's code cells, outputs and figures."""
 
 from __future__ import annotations
 
@@ -105,11 +106,38 @@ def test_nothing_under_the_site_leaks_solutions_or_hidden_tests(site):
     assert not leaks, "\n".join(leaks[:40])
 
 
+def _code_blocks(page: Path) -> list[str]:
+    return [normalise(html.unescape(re.sub(r"<[^>]+>", "", m)))
+            for m in re.findall(r'<div class="highlight[^"]*"><pre>(.*?)</pre>', page.read_text(), flags=re.S)]
+
+
+def test_the_chinese_site_has_every_page_with_the_same_code_outputs_and_figures(site):
+    zh = site / "zh"
+    english = sorted(p.relative_to(site) for p in site.rglob("*.html")
+                     if p.relative_to(site).parts[0] not in ("zh", "_static"))
+    assert english and all((zh / p).is_file() for p in english), [p for p in english if not (zh / p).is_file()]
+    for ch in CHAPTERS:
+        en_page, zh_page = site / ch.id / f"{ch.slug}.html", zh / ch.id / f"{ch.slug}.html"
+        text = zh_page.read_text()
+        assert '<html lang="zh-CN"' in text, f"{ch.id}: the Chinese page is not lang=zh-CN"
+        assert re.search(r"[\u4e00-\u9fff]{20}", re.sub(r"<[^>]+>", "", text)), f"{ch.id}: no Chinese prose"
+        assert _code_blocks(zh_page) == _code_blocks(en_page), f"{ch.id}: the code cells or outputs differ"
+        figures = lambda page: sorted(re.findall(r'src="[^"]*_images/([^"]+)"', page.read_text()))  # noqa: E731
+        assert figures(zh_page) == figures(en_page), f"{ch.id}: the figures differ"
+        for name in figures(zh_page):
+            assert (zh / "_images" / name).read_bytes() == (site / "_images" / name).read_bytes()
+        assert 'class="admonition note lang-note"' in text, f"{ch.id}: no note that the notebook stays English"
+        assert f'href="../../{ch.id}/{ch.slug}.html"' in text and \
+            f'href="../zh/{ch.id}/{ch.slug}.html"' in en_page.read_text(), f"{ch.id}: no switch between the two"
+
+
 def test_download_offers_the_released_student_notebook(site):
     for ch in CHAPTERS:
-        download = site / "_sources" / ch.id / ch.notebook.name
         released = COURSE.build / "release" / ch.id / ch.notebook.name
-        assert download.read_bytes() == released.read_bytes(), f"{ch.id}: the download is not the release"
+        for root in (site, site / "zh"):
+            download = root / "_sources" / ch.id / ch.notebook.name
+            assert download.read_bytes() == released.read_bytes(), f"{ch.id}: the download is not the release"
+        download = site / "_sources" / ch.id / ch.notebook.name
         assert "NotImplementedError" in download.read_text()
         page = (site / ch.folder.name / f"{ch.slug}.html").read_text()
         assert f"_sources/{ch.folder.name}/{ch.slug}.ipynb" in page, "no download link to the notebook"

@@ -12,6 +12,8 @@ the site blocked, and checks what a reader sees on a phone (390 px), a tablet (9
   opens at full size from a link (matplotlib's 10 pt labels are 13.9 px at a figure's own size, so any
   figure shown below 86 % of it; the build links every figure);
 * the page follows the OS colour scheme;
+* every page, English and Chinese (``zh/``), has a visible language switch to the same page in the other
+  language, and the Chinese pages are ``lang="zh-CN"`` in a CJK font (``fonts-noto-cjk``);
 * a chapter page's weight and load time in a throttled profile (6.4 Mbit/s, 150 ms latency) stay within
   budget: <= 1.6 MB transferred uncompressed on first load, <= 3 s to DOMContentLoaded. The table is
   written to ``_build/screenshots/page-weight.md``.
@@ -28,6 +30,7 @@ import http.server
 import os
 import re
 import shutil
+import subprocess
 import threading
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -42,7 +45,10 @@ SHOTS = COURSE.build / "screenshots"
 FRONT = ["intro", "mistakes", "glossary", "bibliography", "instructors"]
 # pages without a source of their own, which load no MathJax: raw TeX in titles shows there first
 GENERATED = ["search", "genindex"]
-PAGES = FRONT + [ch.id for ch in CHAPTERS] + GENERATED
+ENGLISH_PAGES = FRONT + [ch.id for ch in CHAPTERS] + GENERATED
+ZH = "zh"  # the Chinese site's folder inside the English one
+# every page of both sites: "ch02_qkv" is English, "zh/ch02_qkv" the same page in Chinese
+PAGES = ENGLISH_PAGES + [f"{ZH}/{n}" for n in ENGLISH_PAGES]
 WIDTHS = (390, 900, 1280)
 SCHEMES = ("light", "dark")
 WIDE = 992  # the theme's breakpoint: from here on the chapter list is a sidebar, below it a drawer
@@ -230,11 +236,18 @@ class Visit:
             self.context.close()
 
 
+def _split(name: str) -> tuple[str, str]:
+    """``("zh", "ch02_qkv")`` or ``("", "ch02_qkv")``: the site and the page."""
+    return (ZH, name[len(ZH) + 1:]) if name.startswith(f"{ZH}/") else ("", name)
+
+
 def _page_path(name: str) -> str:
+    site, base = _split(name)
+    prefix = f"{site}/" if site else ""
     for ch in CHAPTERS:
-        if name == ch.id:
-            return f"{ch.id}/{ch.slug}.html"
-    return f"{name}.html" if name != "search" else "search.html?q=softmax"
+        if base == ch.id:
+            return f"{prefix}{ch.id}/{ch.slug}.html"
+    return prefix + (f"{base}.html" if base != "search" else ("search.html?q=注意力" if site else "search.html?q=softmax"))
 
 
 def _raw_tex(text: str) -> list[str]:
@@ -244,28 +257,56 @@ def _raw_tex(text: str) -> list[str]:
 def _check_rendering(visit: Visit, name: str) -> None:
     """Maths typeset, figures loaded with alt text and numbered captions, numbered equations."""
     page = visit.page
-    if name in GENERATED:
+    site, base = _split(name)
+    if base in GENERATED:
         return
-    if name not in ("bibliography", "instructors"):
+    if base not in ("bibliography", "instructors"):
         assert page.locator("mjx-container").count() > 0, f"{name}: MathJax typeset nothing"
     assert page.locator("mjx-merror").count() == 0, f"{name}: MathJax reports a TeX error"
     images = page.evaluate(IMAGES_JS)
     for img in images:
         assert img["ok"], f"{name}: image {img['src']} did not load"
         alt = img["alt"].strip()
-        assert len(alt) >= 20 and not re.search(r"\.(png|svg|jpe?g)$", alt), \
+        assert len(alt) >= (8 if site else 20) and not re.search(r"\.(png|svg|jpe?g)$", alt), \
             f"{name}: image {img['src']} has no real alt text ({alt!r})"
-    chapter = next((ch for ch in CHAPTERS if ch.id == name), None)
+        if site == ZH:
+            assert re.search(r"[\u4e00-\u9fff]", alt), f"{name}: image {img['src']}'s alt text is not Chinese"
+    chapter = next((ch for ch in CHAPTERS if ch.id == base), None)
     if chapter is not None:
         figures = [img for img in images if img["caption"] is not None]
         assert len(figures) >= 2, f"{name}: expected numbered figures, found {len(figures)}"
         assert len(figures) == len(images), f"{name}: every figure needs a caption and a number"
         numbers = [img["caption"] for img in figures]
-        assert all(n.startswith(f"Fig. {chapter.number}.") for n in numbers), numbers
+        label = "图 " if site == ZH else "Fig. "
+        assert all(n.startswith(f"{label}{chapter.number}.") for n in numbers), numbers
         assert len(set(numbers)) == len(numbers), numbers
         equations = page.locator("span.eqno").all_inner_texts()
         assert equations, f"{name}: no numbered equations"
         assert all(re.match(rf"\({chapter.number}\.\d+\)", e.strip()) for e in equations), equations
+
+
+def _check_language(visit: Visit, name: str, width: int) -> None:
+    """The switch to the other language is on screen and opens the same page there; a Chinese page is
+    zh-CN, in a CJK font, and a chapter says that its graded notebook is the English one."""
+    page = visit.page
+    site, base = _split(name)
+    at = f"{name} at {width} px"
+    lang = page.evaluate("() => document.documentElement.lang")
+    assert lang == ("zh-CN" if site == ZH else "en"), f"{at}: <html lang={lang!r}>"
+    assert visit.shown("a.lang-switch"), f"{at}: no visible language switch"
+    href = page.get_attribute("a.lang-switch", "href")
+    target = urljoin(page.url, href)
+    other = _page_path(base if site else f"{ZH}/{base}").split("?")[0]
+    assert urlsplit(target).path == "/" + other, f"{at}: the switch opens {target}, not {other}"
+    assert page.request.get(target).ok, f"{at}: the switch's page {target} does not load"
+    if site == ZH:
+        family = page.evaluate("() => getComputedStyle(document.querySelector('article') || document.body).fontFamily")
+        assert "CJK" in family, f"{at}: the Chinese text is not in a CJK font ({family})"
+        code = page.evaluate("() => { const c = document.querySelector('article pre');"
+                             " return c ? getComputedStyle(c).fontFamily : 'monospace'; }")
+        assert "CJK" not in code, f"{at}: code is set in the CJK font ({code})"
+        if any(ch.id == base for ch in CHAPTERS):
+            assert visit.shown(".lang-note"), f"{at}: no note that the graded notebook stays English"
 
 
 def _figure_file(url: str) -> str:
@@ -350,10 +391,10 @@ def test_page_on_every_screen(browser, contexts, server, name, width, scheme):
         assert not raw, f"{name}: raw TeX where a reader sees it: {raw[:3]}"
 
     try:
-        if name == "search":
+        if _split(name)[1] == "search":
             visit.page.wait_for_selector("#search-results ul.search li", timeout=30_000)
         visit.load_images()
-        shot = visit.screenshot(f"{name}-{width}-{scheme}")
+        shot = visit.screenshot(f"{name.replace('/', '-')}-{width}-{scheme}")
         assert shot.stat().st_size > 10_000, "the screenshot is blank"
         if visit.errors:
             problems.append("\n".join(visit.errors))
@@ -362,6 +403,7 @@ def test_page_on_every_screen(browser, contexts, server, name, width, scheme):
         check(_check_rendering, visit, name)
         check(_check_figures, visit, name, width)
         check(_check_navigation, visit, name, width)
+        check(_check_language, visit, name, width)
     finally:
         visit.close()
     assert not problems, "\n".join(problems)
@@ -382,7 +424,7 @@ def weight_table():
             + "\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("name", [ch.id for ch in CHAPTERS])
+@pytest.mark.parametrize("name", [ch.id for ch in CHAPTERS] + [f"{ZH}/{ch.id}" for ch in CHAPTERS])
 def test_chapter_page_weight_and_load_time(browser, server, weight_table, name):
     visit = Visit(browser, server, _page_path(name), throttle=True)
     try:
@@ -480,5 +522,47 @@ def test_chinese_terms_are_marked_as_chinese(browser, server):
         assert not untagged, f"Chinese text without lang=zh: {untagged[:5]}"
         family = visit.page.evaluate("() => getComputedStyle(document.querySelector('[lang^=\"zh\"]')).fontFamily")
         assert "CJK" in family or "Noto Sans SC" in family, family
+    finally:
+        visit.close()
+
+
+def test_a_cjk_font_is_installed_for_the_chinese_pages():
+    """Without one, Chromium draws the Chinese site as boxes: `make system-deps` installs fonts-noto-cjk."""
+    if chromium() is None:
+        pytest.skip("no chromium")
+    listed = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
+    assert "CJK" in listed or "SC" in listed, "no CJK font (apt-get install fonts-noto-cjk)"
+
+
+def test_chinese_table_of_contents_and_search(browser, server):
+    visit = Visit(browser, server, f"{ZH}/intro.html")
+    try:
+        links = visit.page.eval_on_selector_all(
+            "nav.bd-links a", "els => els.map(a => [a.textContent.trim(), a.getAttribute('href')])")
+        titles = [t for t, h in links if "/" in h and h.split("/")[0].startswith("ch")]
+        assert [t.split(".")[0] for t in titles] == [str(ch.number) for ch in CHAPTERS], titles
+        assert all(re.search(r"[\u4e00-\u9fff]", t) for t in titles), f"untranslated chapter titles: {titles}"
+        assert re.search(r"[\u4e00-\u9fff]", visit.page.title()), visit.page.title()
+    finally:
+        visit.close()
+    visit = Visit(browser, server, f"{ZH}/search.html?q=因果掩码")
+    try:
+        visit.page.wait_for_selector("#search-results ul.search li", timeout=30_000)
+        results = visit.page.eval_on_selector_all("#search-results ul.search li a",
+                                                  "els => els.map(a => a.getAttribute('href'))")
+        visit.screenshot("zh-search-causal-mask")
+        assert any("ch04_masks/masks.html" in r for r in results), results
+    finally:
+        visit.close()
+
+
+def test_chinese_download_serves_the_english_student_notebook(browser, server):
+    ch = next(c for c in CHAPTERS if c.slug == "qkv")
+    visit = Visit(browser, server, f"{ZH}/{ch.id}/{ch.slug}.html")
+    try:
+        href = visit.page.get_attribute(f"a[href$='_sources/{ch.id}/{ch.slug}.ipynb']", "href")
+        assert href, "no download link"
+        body = visit.page.request.get(urljoin(visit.page.url, href)).body()
+        assert body == (COURSE.build / "release" / ch.id / ch.notebook.name).read_bytes()
     finally:
         visit.close()

@@ -9,6 +9,9 @@ after Sphinx wrote it (Sphinx rewrites only the pages that changed, so a page ma
   the column is shown from a copy at twice the column's width (sharp on high-DPI screens, a fraction of
   the bytes), the link still opening the original;
 * Chinese text is marked ``lang="zh-CN"`` (the stylesheet gives it a CJK font);
+* every page links to the same page in the other languages (a switch in the page's header buttons and
+  ``<link rel="alternate" hreflang>``); a translated page gets its figures' alt text from the catalogs and,
+  on a chapter, a note that the graded notebooks stay English;
 * no Font Awesome script (``icons.css`` draws the icons), only the glyphs of its font that the themes'
   stylesheets draw, no sphinx-design assets on pages without its components and, outside the search page,
   none of the search scripts and index the theme loads for a search-as-you-type it leaves off;
@@ -139,6 +142,48 @@ def chinese(page: str) -> str:
     return head + sep + "".join(parts)
 
 
+_CHAPTER_PAGE = re.compile(r"^ch\d\d_[^/]+/[^/]+\.html$")
+
+
+def language_switch(page: str, rel: str, *, to_folder: str | None, label: str, hreflang: str, title: str) -> str:
+    """A link to the same page in another language: into ``to_folder`` (``zh``) from the English site,
+    out of it (``to_folder=None``) from a translation; ``rel`` is the page's path within its own site."""
+    if 'class="btn lang-switch"' in page:
+        return page
+    depth = rel.count("/")
+    href = "../" * depth + (f"{to_folder}/{rel}" if to_folder else f"../{rel}")
+    link = (f'<a class="btn lang-switch" href="{href}" hreflang="{hreflang}" lang="{hreflang}" '
+            f'title="{html.escape(title)}" aria-label="{html.escape(title)}">{html.escape(label)}</a>')
+    page = page.replace('<div class="article-header-buttons">', f'<div class="article-header-buttons">\n{link}', 1)
+    alternate = f'<link rel="alternate" hreflang="{hreflang}" href="{href}" />'
+    return page.replace("</head>", f"    {alternate}\n  </head>", 1)
+
+
+def translated_alts(page: str, alts: dict[str, str]) -> tuple[str, list[str]]:
+    """Every image's alt text replaced by its translation; also the alt texts that had none."""
+    missing: list[str] = []
+
+    def one(text: str) -> str:
+        english = html.unescape(text)
+        if english in alts:
+            return html.escape(alts[english])
+        if english and not re.search(r"[\u4e00-\u9fff]", english):
+            missing.append(english)
+        return text
+
+    return re.sub(r'(<img\b[^>]*?\balt=")([^"]*)(")', lambda m: m.group(1) + one(m.group(2)) + m.group(3),
+                  page), missing
+
+
+def chapter_note(page: str, note: str, title: str) -> str:
+    """The note under a translated chapter's title: the graded notebook is the English one."""
+    if 'class="admonition note lang-note"' in page:
+        return page
+    box = (f'<div class="admonition note lang-note"><p class="admonition-title">{html.escape(title)}</p>'
+           f"<p>{note}</p></div>")
+    return re.sub(r"(<h1\b.*?</h1>)", lambda m: m.group(1) + box, page, count=1, flags=re.S)
+
+
 def _unwanted_script(tag: str, keep_search: bool, design: bool) -> bool:
     if "fontawesome.js" in tag or (not design and "design-tabs.js" in tag):
         return True
@@ -172,7 +217,7 @@ def _shown_copy(original: Path) -> Path | None:
     return copy
 
 
-def figures(page: str, page_path: Path) -> str:
+def figures(page: str, page_path: Path, full_size: str = "Open the figure at full size") -> str:
     """Every image under ``_images/`` becomes a link to its full-size file and loads lazily; an image far
     wider than the column is shown from a narrower copy."""
     def image(m: re.Match) -> str:
@@ -187,7 +232,7 @@ def figures(page: str, page_path: Path) -> str:
             if copy is not None:
                 new = new.replace(f'src="{src}"', f'src="{src.rsplit("/", 1)[0]}/{copy.name}"')
         new = new.replace("<img ", '<img loading="lazy" decoding="async" ', 1)
-        return f'<a class="figure-full" href="{src}" title="Open the figure at full size">{new}</a>'
+        return f'<a class="figure-full" href="{src}" title="{html.escape(full_size)}">{new}</a>'
 
     return re.sub(r'<img\b[^>]*src="[^"]*_images/[^"]+"[^>]*>', image, page)
 
@@ -274,18 +319,39 @@ def drop_source_maps(static: Path) -> None:
             path.write_text(stripped, errors="surrogateescape")
 
 
-def polish_site(out_html: Path, *, book: str, description: str, landing: str) -> None:
+def polish_site(out_html: Path, *, book: str, description: str, landing: str, skip: set[str] = frozenset(),
+                translations: list = (), language=None, alts: dict[str, str] | None = None) -> list[str]:
+    """Polish every page of the site in ``out_html`` (the folders in ``skip``, other languages' sites,
+    left alone). ``translations`` are the languages whose sites sit in ``out_html/<folder>/``; with
+    ``language`` the site is that translation. Returns the alt texts that had no translation."""
+    from .locales import ENGLISH
+
+    missing: list[str] = []
     for path in sorted(out_html.rglob("*.html")):
-        if "_static" in path.relative_to(out_html).parts:
+        parts = path.relative_to(out_html).parts
+        if "_static" in parts or parts[0] in skip:
             continue
+        rel = path.relative_to(out_html).as_posix()
         page = path.read_text()
         new = plain_titles(page)
-        if path.relative_to(out_html).as_posix() == landing:
+        if rel == landing:
             new = landing_title(new, book)
         new = meta_description(new, description)
         new = drop_scripts(new, keep_search=path.name == "search.html" and path.parent == out_html)
-        new = figures(new, path)
-        new = chinese(new)
+        if language is None:
+            new = figures(new, path)
+            new = chinese(new)
+            for other in translations:
+                new = language_switch(new, rel, to_folder=other.folder, label=other.label,
+                                      hreflang=other.html_lang, title=other.words["switch"])
+        else:
+            new = figures(new, path, language.words["full size"])
+            new = language_switch(new, rel, to_folder=None, label=ENGLISH["label"], hreflang=ENGLISH["html_lang"],
+                                  title=ENGLISH["switch"])
+            new, lost = translated_alts(new, alts or {})
+            missing += lost
+            if _CHAPTER_PAGE.match(rel):
+                new = chapter_note(new, language.note, language.words["note title"])
         if new != page:
             path.write_text(new)
     index = out_html / "searchindex.js"
@@ -295,3 +361,4 @@ def polish_site(out_html: Path, *, book: str, description: str, landing: str) ->
     (out_html / "_static" / "scripts" / "fontawesome.js").unlink(missing_ok=True)  # no page loads it now
     subset_icon_font(out_html / "_static")
     purge_stylesheets(out_html)
+    return sorted(set(missing))

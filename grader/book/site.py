@@ -71,14 +71,20 @@ def _build_stamp(course: Course) -> str:
     return f"{stamp} (commit {commit})" if commit else stamp
 
 
-def footer(course: Course, repository: str | None) -> str:
+def footer(course: Course, repository: str | None, language: str | None = None) -> str:
     """The footer's line: licence, repository (when the book has a public one) and build date."""
+    from .locales import LANGUAGES
+
+    words = LANGUAGES[language].words if language else {}
     licence = _project().get("license") or "MIT"
     name, url = LICENCE if licence == "MIT" else (f"{licence} licence", "")
+    if words:
+        name = f"{licence} {words['licence']}"
     parts = [f'<a href="{url}">{name}</a>' if url else name]
     if repository:
-        parts.append(f'source: <a href="{html.escape(repository)}">{html.escape(repository.split("://", 1)[-1])}</a>')
-    parts.append(f"built {_build_stamp(course)}")
+        parts.append(f'{words.get("source", "source")}: '
+                     f'<a href="{html.escape(repository)}">{html.escape(repository.split("://", 1)[-1])}</a>')
+    parts.append(f"{words.get('built', 'built')} {_build_stamp(course)}")
     return '<p class="course-footer">' + " · ".join(parts) + "</p>"
 
 
@@ -99,11 +105,16 @@ def _theme_static(course: Course) -> Path:
     return folder
 
 
-def site_config(course: Course, staged: Path, *, launch: Launch | None = None, log=print) -> Path:
+def site_config(course: Course, staged: Path, *, launch: Launch | None = None, log=print,
+                language: str | None = None) -> Path:
     """Write the configuration this build uses and return its path."""
     from jupyter_book.config import get_final_config
 
+    from .locales import LANGUAGES
+
     config = yaml.safe_load((course.root / "_config.yml").read_text())
+    if language:
+        config["title"] = LANGUAGES[language].title
     if launch is not None:
         config["repository"] = {"url": launch.repo_url, "branch": launch.branch, "path_to_book": ""}
         config["launch_buttons"] = {"notebook_interface": "jupyterlab",
@@ -129,45 +140,61 @@ def site_config(course: Course, staged: Path, *, launch: Launch | None = None, l
     theme = get_final_config(user_yaml=config, cli_config={"latex_individualpages": False},
                              sourcedir=staged)[0].get("html_theme_options", {})
     theme.update({"navbar_start": [], "navbar_center": [], "navbar_end": [], "navbar_persistent": [],
-                  "extra_footer": footer(course, repository)})
+                  "extra_footer": footer(course, repository, language)})
+    if language:
+        theme["search_bar_text"] = LANGUAGES[language].search
     sphinx["html_theme_options"] = theme
-    path = course.build / f"{staged.name}-config.yml"
+    path = course.build / f"{staged.name}{'-' + language if language else ''}-config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return path
 
 
 def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = True,
-               fresh: bool = False, launch: Launch | None = None, log=print) -> Path:
-    from jupyter_book.config import get_final_config
+               fresh: bool = False, launch: Launch | None = None, language: str | None = None,
+               log=print) -> Path:
+    """Build the English site into ``out_html``, or with ``language`` (``zh_CN``) that language's site
+    into ``out_html/<folder>/`` from the same staged book and the compiled catalogs."""
     from jupyter_book.sphinx import build_sphinx
 
-    if fresh and out_html.exists():
-        shutil.rmtree(out_html)
-    config = site_config(course, staged, launch=launch, log=log)
-    overrides = {"external_toc_path": str(staged / "_toc.yml"), "latex_individualpages": False}
+    from . import locales
+
+    lang = locales.LANGUAGES[language] if language else None
+    target = out_html / lang.folder if lang else out_html
+    if fresh and target.exists():
+        shutil.rmtree(target)
+    config_path = site_config(course, staged, launch=launch, log=log, language=language)
     # Thebe (live code in the page) is not used, and sphinx-thebe declares its script constants twice
-    # on Sphinx 7.4, a JavaScript error on every page: leave the extension out.
-    extensions = get_final_config(user_yaml=config, cli_config={"latex_individualpages": False},
-                                  sourcedir=staged)[0]["extensions"]
-    overrides["extensions"] = [e for e in extensions if e != "sphinx_thebe"]
+    # on Sphinx 7.4, a JavaScript error on every page: the overrides leave the extension out.
+    overrides = locales._sphinx_overrides(staged, yaml.safe_load(config_path.read_text()))
+    if lang:
+        overrides["extensions"] = [*overrides["extensions"], "grader.book.i18n_glue"]
+        overrides.update({"language": lang.code, "locale_dirs": [str(locales.compile_catalogs(course, lang.code))],
+                          "html_search_options": {"dict": str(locales.search_dictionary(course))}})
     result = build_sphinx(
         str(staged),
-        str(out_html),
+        str(target),
         noconfig=True,
-        path_config=str(config),
+        path_config=str(config_path),
         confoverrides=overrides,
         builder="html",
         warningiserror=strict,
         keep_going=True,
         freshenv=fresh,
         quiet=True,
+        doctreedir=str(out_html.parent / (f".doctrees-{lang.code}" if lang else ".doctrees")),
     )
     if result != 0:
         raise BuildFailed(f"jupyter-book build of {staged} failed ({result}); see the warnings above")
     book = yaml.safe_load((course.root / "_config.yml").read_text()).get("title", "")
     landing = yaml.safe_load((staged / "_toc.yml").read_text())["root"]
-    polish_site(out_html, book=book, description=_project().get("description") or book, landing=f"{landing}.html")
-    return out_html
+    others = [x for x in locales.LANGUAGES.values() if x is not lang]
+    if lang:
+        polish_site(target, book=lang.title, description=lang.description, landing=f"{landing}.html",
+                    language=lang, alts=locales.alt_translations(course, lang.code))
+    else:
+        polish_site(target, book=book, description=_project().get("description") or book,
+                    landing=f"{landing}.html", skip={x.folder for x in others}, translations=others)
+    return target
 
 
 def publish_downloads(course: Course, chapters: list[Chapter], out_html: Path) -> list[Path]:

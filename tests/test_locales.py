@@ -1,0 +1,158 @@
+"""The Chinese book's catalogs cannot fall behind the English: every message of the current staged book is
+translated and none is fuzzy (``grader locales --check``), a broken catalog is caught, translations keep
+what is never translated (code, maths, citations, references, glued numbers), and the glossary's terms are
+used as the glossary gives them. The sites themselves are checked in test_book (files) and test_browser
+(rendering, the switch, CJK fonts)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import read_po, write_po
+
+from grader.book import locales
+from grader.course import Course
+
+COURSE = Course.here()
+PAIRS = locales.glossary_pairs(COURSE)
+
+
+@pytest.fixture(scope="module")
+def templates(site):
+    """The message templates of the book the ``site`` fixture staged and built."""
+    return locales.extract(COURSE, COURSE.build / "stage", COURSE.build / "gettext-test")
+
+
+def test_every_message_is_translated_and_none_is_fuzzy(templates):
+    problems = locales.check(COURSE, templates, "zh_CN")
+    assert not problems, f"{len(problems)} problem(s) in book/locales (fix them, or run `grader locales` " \
+                         "after changing the English):\n" + "\n".join(problems[:60])
+
+
+def test_the_catalogs_cover_every_page_and_the_alt_texts(templates):
+    docs = locales.templates(templates)
+    assert {"intro", "glossary", "mistakes", "bibliography", "instructors"} <= set(docs)
+    assert {ch.id + "/" + ch.slug for ch in COURSE.chapters()} <= set(docs)
+    alts = locales.alt_texts(COURSE.build / "stage")
+    assert sum(len(v) for v in alts.values()) >= 30, "every figure's alt text is a message"
+    with (templates / "ch02_qkv" / "qkv.pot").open("rb") as fh:
+        pot = read_po(fh)
+    assert any(m.context == locales.ALT_CONTEXT for m in pot)
+
+
+def _write(path, catalog):
+    with path.open("wb") as fh:
+        write_po(fh, catalog, width=0)
+
+
+def _read(path):
+    with path.open("rb") as fh:
+        return read_po(fh)
+
+
+def test_a_broken_catalog_fails_the_check(templates, tmp_path):
+    """The deliberately broken copy: one message emptied, one fuzzy, one with its code span translated,
+    one stale message, one page missing: each is reported, and the command exits 1."""
+    broken = tmp_path / "zh_CN" / "LC_MESSAGES"
+    shutil.copytree(locales.catalogs(COURSE, "zh_CN"), broken)
+    po = broken / "ch02_qkv" / "qkv.po"
+    catalog = _read(po)
+    prose = [m for m in catalog if m.id and not locales.nothing_to_translate(m.id) and m.context is None]
+    with_code = next(m for m in prose if "`" in m.id and "{" not in m.id)
+    emptied, fuzzied = prose[0], prose[1]
+    emptied.string = ""
+    fuzzied.flags.add("fuzzy")
+    with_code.string = with_code.string.replace("`", "")
+    catalog.add("A sentence the English no longer has.", "英文里已经没有的一句话。")
+    _write(po, catalog)
+    (broken / "intro.po").unlink()
+    problems = locales.check(COURSE, templates, "zh_CN", folder=broken)
+    text = "\n".join(problems)
+    assert "untranslated" in text and locales._short(emptied.id) in text
+    assert "fuzzy" in text and locales._short(fuzzied.id) in text
+    assert "changed or lost what is never translated" in text
+    assert "stale message" in text
+    assert "intro.po: missing" in text
+    # the translator's lint finds the same without the templates, by number
+    assert subprocess.run([sys.executable, "-m", "grader.book.locales", "lint", str(po)], capture_output=True,
+                          cwd=COURSE.root).returncode == 1
+
+
+def test_update_keeps_translations_marks_changes_fuzzy_and_fills_what_has_no_words(tmp_path):
+    pot_dir, folder = tmp_path / "pot", tmp_path / "po"
+    pot_dir.mkdir()
+    old = Catalog()
+    for msgid in ("Masks and padding", "The softmax of `x` is computed row by row."):
+        old.add(msgid)
+    _write(pot_dir / "page.pot", old)
+    locales.update(COURSE, pot_dir, "zh_CN", folder=folder)
+    catalog = _read(folder / "page.po")
+    catalog["Masks and padding"].string = "掩码与填充"
+    catalog["The softmax of `x` is computed row by row."].string = "`x` 的 softmax 逐行计算。"
+    _write(folder / "page.po", catalog)
+    new = Catalog()
+    for msgid in ("Masks and padding", "The softmax of `x` is computed column by column.", "\n\\sum_i x_i\n", "42"):
+        new.add(msgid)
+    _write(pot_dir / "page.pot", new)
+    counts = locales.update(COURSE, pot_dir, "zh_CN", folder=folder)
+    catalog = _read(folder / "page.po")
+    assert catalog["Masks and padding"].string == "掩码与填充" and not catalog["Masks and padding"].fuzzy
+    changed = catalog["The softmax of `x` is computed column by column."]
+    assert changed.fuzzy and changed.string == "`x` 的 softmax 逐行计算。", "a changed message keeps its old " \
+        "translation, marked fuzzy for review"
+    assert catalog["\n\\sum_i x_i\n"].string == "\n\\sum_i x_i\n" and catalog["42"].string == "42"
+    assert "The softmax of `x` is computed row by row." not in [m.id for m in catalog]
+    assert counts["fuzzy"] == 1 and counts["filled"] == 2
+    problems = locales.check(COURSE, pot_dir, "zh_CN", folder=folder)
+    assert len(problems) == 1 and "fuzzy" in problems[0]
+
+
+@pytest.mark.parametrize(("msgid", "msgstr", "wanted"), [
+    ("See {cite}`vaswani2017attention`.", "见 {cite}`vaswani2017attention`。", None),
+    ("See {cite}`vaswani2017attention`.", "见 Vaswani 等人的论文。", "never translated: {cite}`vaswani2017attention`"),
+    ("Call `softmax(x, dim=-1)` here.", "在这里调用 `softmax(x, dim=-1)`。", None),
+    ("Call `softmax(x, dim=-1)` here.", "在这里调用 `softmax(x, 维度=-1)`。", "never translated"),
+    ("The mean is $\\mu = 0$.", "均值为 $\\mu = 0$。", None),
+    ("The mean is $\\mu = 0$.", "均值为 $\\mu=0$。", "never translated"),
+    ("It took {glue:text}`ms_fwd` ms.", "用了 {glue:text}`ms_fwd` 毫秒。", None),
+    ("It took {glue:text}`ms_fwd` ms.", "用了 12.5 毫秒。", "never translated"),
+    ("In {term}`self-attention` every token reads.", "在{term}`自注意力 <self-attention>`中，每个词元都能读取。", None),
+    ("In {term}`self-attention` every token reads.", "在{term}`自我关注 <self-attention>`中，每个词元都能读取。",
+     "should show the glossary's 自注意力"),
+    ("In {term}`self-attention` every token reads.", "在{term}`自注意力 <attention>`中，每个词元都能读取。",
+     "never translated: {term}<self-attention>"),
+    ("A causal mask hides the future.", "因果掩码遮住未来。", None),
+    ("A causal mask hides the future.", "因果遮罩遮住未来。", "names the glossary's 'causal mask'"),
+    ("Read section {ref}`mask-convention`.", "请读 {ref}`掩码约定 <mask-convention>` 一节。", None),
+    ("Links [the paper](https://arxiv.org/abs/1706.03762).", "链接[论文](https://arxiv.org/abs/1706.03762)。", None),
+    ("Links [the paper](https://arxiv.org/abs/1706.03762).", "链接[论文](https://arxiv.org/)。", "never translated"),
+    ("Learning goals", "Learning goals", "is the English text"),
+    ("Learning goals", "", "untranslated"),
+    ("\n\\begin{aligned} a &= b \\end{aligned}\n", "\n\\begin{aligned} a &= c \\end{aligned}\n", "nothing to translate"),
+])
+def test_a_translation_keeps_markup_and_follows_the_glossary(msgid, msgstr, wanted):
+    problems = locales.check_message(msgid, msgstr, PAIRS)
+    if wanted is None:
+        assert not problems, problems
+    else:
+        assert any(wanted in p for p in problems), problems
+
+
+def test_keep_english_and_glossary_exemptions_are_explicit():
+    assert not locales.check_message("FlashAttention-2", "FlashAttention-2", PAIRS, keep=True)
+    assert locales.check_message("FlashAttention-2", "FlashAttention-2", PAIRS)
+    said = "The mask of a painter is not a causal mask here."
+    assert locales.check_message(said, "画家的面具。", PAIRS)
+    assert not locales.check_message(said, "画家的面具。", PAIRS, exempt={"mask", "causal mask"})
+
+
+def test_glossary_pairs_come_from_the_glossary():
+    assert PAIRS["self-attention"][0] == "自注意力"
+    assert PAIRS["causal mask"][0] == "因果掩码"
+    assert PAIRS["query"][0] == "查询" and PAIRS["key"][0] == "键" and PAIRS["value"][0] == "值"
+    assert "FlashAttention" in PAIRS["FlashAttention"]
+    assert len(PAIRS) >= 45
