@@ -285,6 +285,21 @@ def _check_rendering(visit: Visit, name: str) -> None:
         assert all(re.match(rf"\({chapter.number}\.\d+\)", e.strip()) for e in equations), equations
 
 
+ICONS_JS = """() => Array.from(document.querySelectorAll('.primary-toggle .fa-solid, .article-header-buttons .btn i'))
+  .filter(i => getComputedStyle(i).display !== 'none' && i.closest('.dropdown-menu') === null)
+  .map(i => { const r = i.getBoundingClientRect(), s = getComputedStyle(i);
+    return {cls: i.className, w: r.width, mask: s.webkitMaskImage || s.maskImage}; })"""
+
+
+def _check_icons(visit: Visit, name: str, width: int) -> None:
+    """The header's buttons show their icons (drawn by icons.css as masks): a button without one is a blank
+    square the reader cannot see."""
+    icons = visit.page.evaluate(ICONS_JS)
+    assert icons, f"{name} at {width} px: no header icons found"
+    blank = [i["cls"] for i in icons if i["w"] < 8 or i["mask"] in ("", "none")]
+    assert not blank, f"{name} at {width} px: icons not drawn: {blank}"
+
+
 def _check_language(visit: Visit, name: str, width: int) -> None:
     """The switch to the other language is on screen and opens the same page there; a Chinese page is
     zh-CN, in a CJK font, and a chapter says that its graded notebook is the English one."""
@@ -404,6 +419,7 @@ def test_page_on_every_screen(browser, contexts, server, name, width, scheme):
         check(_check_figures, visit, name, width)
         check(_check_navigation, visit, name, width)
         check(_check_language, visit, name, width)
+        check(_check_icons, visit, name, width)
     finally:
         visit.close()
     assert not problems, "\n".join(problems)

@@ -473,6 +473,20 @@ def alt_translations(course: Course, language: str) -> dict[str, str]:
     return out
 
 
+def toc_captions(course: Course, language: str, staged: Path) -> dict[str, str]:
+    """``{English caption: translation}`` for the parts of the book's table of contents ("Chapters",
+    "Appendix"): Sphinx extracts them into the root page's catalog, but sphinx-external-toc adds the
+    sidebar's toctree after the translation step, so the build puts them in (:mod:`.polish`)."""
+    import yaml
+
+    toc = yaml.safe_load((staged / "_toc.yml").read_text())
+    captions = {part["caption"] for part in toc.get("parts", []) if part.get("caption")}
+    path = catalogs(course, language) / f"{toc['root']}.po"
+    if not captions or not path.is_file():
+        return {}
+    return {m.id: m.string for m in _read(path) if m.id in captions and m.string and not m.fuzzy}
+
+
 def search_dictionary(course: Course) -> Path:
     """A jieba user dictionary of the glossary's Chinese terms, so that the Chinese search index keeps
     自注意力 or 因果掩码 as words."""

@@ -181,7 +181,10 @@ def chapter_note(page: str, note: str, title: str) -> str:
         return page
     box = (f'<div class="admonition note lang-note"><p class="admonition-title">{html.escape(title)}</p>'
            f"<p>{note}</p></div>")
-    return re.sub(r"(<h1\b.*?</h1>)", lambda m: m.group(1) + box, page, count=1, flags=re.S)
+    start = page.find('<article class="bd-article">')
+    if start < 0:
+        return page
+    return page[:start] + re.sub(r"(<h1\b.*?</h1>)", lambda m: m.group(1) + box, page[start:], count=1, flags=re.S)
 
 
 def _unwanted_script(tag: str, keep_search: bool, design: bool) -> bool:
@@ -279,6 +282,11 @@ def purge_css(css: str, classes: set[str]) -> str:
             break
         head, k = css[i:j], _closing(css, j)
         body = css[j + 1:k]
+        # a comment before a rule (a licence) is kept whole, never split into "selectors" at its commas
+        comments = re.findall(r"/\*.*?\*/", head, flags=re.S)
+        if comments:
+            out.append("".join(comments) + "\n")
+            head = re.sub(r"/\*.*?\*/", "", head, flags=re.S)
         if head.strip().startswith(("@media", "@supports", "@layer", "@container")):
             inner = purge_css(body, classes)
             if inner.strip():
@@ -320,7 +328,8 @@ def drop_source_maps(static: Path) -> None:
 
 
 def polish_site(out_html: Path, *, book: str, description: str, landing: str, skip: set[str] = frozenset(),
-                translations: list = (), language=None, alts: dict[str, str] | None = None) -> list[str]:
+                translations: list = (), language=None, alts: dict[str, str] | None = None,
+                captions: dict[str, str] | None = None) -> list[str]:
     """Polish every page of the site in ``out_html`` (the folders in ``skip``, other languages' sites,
     left alone). ``translations`` are the languages whose sites sit in ``out_html/<folder>/``; with
     ``language`` the site is that translation. Returns the alt texts that had no translation."""
@@ -352,6 +361,9 @@ def polish_site(out_html: Path, *, book: str, description: str, landing: str, sk
             missing += lost
             if _CHAPTER_PAGE.match(rel):
                 new = chapter_note(new, language.note, language.words["note title"])
+            for english, translated in (captions or {}).items():
+                new = new.replace(f'<span class="caption-text">{html.escape(english)}</span>',
+                                  f'<span class="caption-text">{html.escape(translated)}</span>')
         if new != page:
             path.write_text(new)
     index = out_html / "searchindex.js"

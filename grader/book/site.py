@@ -190,7 +190,8 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
     others = [x for x in locales.LANGUAGES.values() if x is not lang]
     if lang:
         polish_site(target, book=lang.title, description=lang.description, landing=f"{landing}.html",
-                    language=lang, alts=locales.alt_translations(course, lang.code))
+                    language=lang, alts=locales.alt_translations(course, lang.code),
+                    captions=locales.toc_captions(course, lang.code, staged))
     else:
         polish_site(target, book=book, description=_project().get("description") or book,
                     landing=f"{landing}.html", skip={x.folder for x in others}, translations=others)
