@@ -56,10 +56,13 @@ def _book(course: Course, args: argparse.Namespace) -> int:
     if not args.instructor and not args.english_only:
         from .book.locales import LANGUAGES
 
+        print(f"  English site: {time.perf_counter() - start:.0f} s since the start")
         for code, lang in LANGUAGES.items():
+            began = time.perf_counter()
             print(f"Building the {code} site into {_shown(html / lang.folder, course.root)}")
             sites.append(build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh,
                                     launch=launch, language=code))
+            print(f"  {code} site: {time.perf_counter() - began:.0f} s")
     if not args.instructor:
         release_if_stale(course, chapters)
         for site in sites:

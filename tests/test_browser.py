@@ -286,7 +286,7 @@ def _check_rendering(visit: Visit, name: str) -> None:
 
 
 ICONS_JS = """() => Array.from(document.querySelectorAll('.primary-toggle .fa-solid, .article-header-buttons .btn i'))
-  .filter(i => getComputedStyle(i).display !== 'none' && i.closest('.dropdown-menu') === null)
+  .filter(i => i.offsetParent !== null && i.closest('.dropdown-menu') === null)
   .map(i => { const r = i.getBoundingClientRect(), s = getComputedStyle(i);
     return {cls: i.className, w: r.width, mask: s.webkitMaskImage || s.maskImage}; })"""
 
