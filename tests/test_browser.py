@@ -442,7 +442,14 @@ def weight_table():
 
 @pytest.mark.parametrize("name", [ch.id for ch in CHAPTERS] + [f"{ZH}/{ch.id}" for ch in CHAPTERS])
 def test_chapter_page_weight_and_load_time(browser, server, weight_table, name):
-    visit = Visit(browser, server, _page_path(name), throttle=True)
+    from playwright.sync_api import TimeoutError as PageTimeout
+
+    try:
+        visit = Visit(browser, server, _page_path(name), throttle=True)
+    except PageTimeout:
+        # once in ~300 loads on a loaded 2-core machine the local test server leaves a request hanging
+        # and "networkidle" never comes; a second fresh load measures the page (a heavy page still fails)
+        visit = Visit(browser, server, _page_path(name), throttle=True)
     try:
         dcl = visit.dom_content_loaded()
         count = visit.page.evaluate("() => performance.getEntriesByType('resource').length + 1")
