@@ -76,11 +76,12 @@ def _book(course: Course, args: argparse.Namespace) -> int:
 
 def _locales(course: Course, args: argparse.Namespace) -> int:
     from .book import locales
+    from .book.site import extract_messages
     from .book.stage import stage
 
     print("Staging the book to extract its messages")
     staged = stage(course, course.chapters(), course.build / "stage", instructor=False)
-    pot = locales.extract(course, staged)
+    pot = extract_messages(course, staged)
     failed = 0
     for code in locales.LANGUAGES:
         if args.check:

@@ -247,7 +247,9 @@ def _page_path(name: str) -> str:
     for ch in CHAPTERS:
         if base == ch.id:
             return f"{prefix}{ch.id}/{ch.slug}.html"
-    return prefix + (f"{base}.html" if base != "search" else ("search.html?q=注意力" if site else "search.html?q=softmax"))
+    if base == "search":
+        return prefix + ("search.html?q=注意力" if site else "search.html?q=softmax")
+    return f"{prefix}{base}.html"
 
 
 def _raw_tex(text: str) -> list[str]:

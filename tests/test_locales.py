@@ -15,6 +15,7 @@ from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
 
 from grader.book import locales
+from grader.book.site import extract_messages
 from grader.course import Course
 
 COURSE = Course.here()
@@ -24,7 +25,7 @@ PAIRS = locales.glossary_pairs(COURSE)
 @pytest.fixture(scope="module")
 def templates(site):
     """The message templates of the book the ``site`` fixture staged and built."""
-    return locales.extract(COURSE, COURSE.build / "stage", COURSE.build / "gettext-test")
+    return extract_messages(COURSE, COURSE.build / "stage", COURSE.build / "gettext-test")
 
 
 def test_every_message_is_translated_and_none_is_fuzzy(templates):
@@ -132,7 +133,8 @@ def test_update_keeps_translations_marks_changes_fuzzy_and_fills_what_has_no_wor
     ("Links [the paper](https://arxiv.org/abs/1706.03762).", "链接[论文](https://arxiv.org/)。", "never translated"),
     ("Learning goals", "Learning goals", "is the English text"),
     ("Learning goals", "", "untranslated"),
-    ("\n\\begin{aligned} a &= b \\end{aligned}\n", "\n\\begin{aligned} a &= c \\end{aligned}\n", "nothing to translate"),
+    ("\n\\begin{aligned} a &= b \\end{aligned}\n", "\n\\begin{aligned} a &= c \\end{aligned}\n",
+     "nothing to translate"),
 ])
 def test_a_translation_keeps_markup_and_follows_the_glossary(msgid, msgstr, wanted):
     problems = locales.check_message(msgid, msgstr, PAIRS)

@@ -1,10 +1,10 @@
 """The book in other languages: one source of code cells, prose translated through Sphinx's gettext catalogs.
 
-The English book is the source. ``grader locales`` extracts its messages from the staged book (Sphinx's
-``gettext`` builder: every paragraph, title, list item, table cell, caption and admonition of every
-page, plus the figures' alt text, which Sphinx does not translate, under the context ``image alt``) and
-merges them into the catalogs kept in the repository, ``book/locales/<language>/LC_MESSAGES/<page>.po``:
-a new message arrives empty, a changed one arrives *fuzzy* with its old translation, a removed one goes.
+The English book is the source. ``grader locales`` extracts its messages from the staged book
+(:func:`.site.extract_messages`, Sphinx's ``gettext`` builder: every paragraph, title, list item, table
+cell, caption and admonition of every page, plus the figures' alt text, which Sphinx does not translate,
+under the context ``image alt``) and merges them into the catalogs kept in the repository,
+``book/locales/<language>/LC_MESSAGES/<page>.po``: a new message arrives empty, a changed one arrives *fuzzy* with its old translation, a removed one goes.
 A message with nothing to translate (display maths, a number, a code span alone) is filled with itself.
 
 ``grader locales --check`` (and the test suite) fails when a message is untranslated or fuzzy, when a
@@ -49,7 +49,8 @@ class Language:
 LANGUAGES = {
     "zh_CN": Language(
         code="zh_CN", folder="zh", html_lang="zh-CN", label="中文",
-        note=("本章的学生笔记本（下载按钮提供的 <code>.ipynb</code> 文件）与自动评分使用英文版：代码单元、练习说明与测试"
+        note=("本章的学生笔记本（下载按钮提供的 <code>.ipynb</code> 文件）与自动评分使用英文版："
+              "代码单元、练习说明与测试"
               "在两种语言的书中完全相同，请对照本页中文讲解完成英文笔记本中的练习。"),
         search="搜索本书……",
         title="自注意力：从 RNN 瓶颈到 FlashAttention",
@@ -74,6 +75,23 @@ def _sphinx_overrides(staged: Path, config: dict) -> dict:
                                   sourcedir=staged)[0]["extensions"]
     return {"external_toc_path": str(staged / "_toc.yml"), "latex_individualpages": False,
             "extensions": [e for e in extensions if e != "sphinx_thebe"], "gettext_compact": False}
+
+
+def add_alt_texts(pot_dir: Path, staged: Path) -> None:
+    """Add every page's alt texts (context ``image alt``) to its template, which Sphinx made without them."""
+    from babel.messages.pofile import read_po, write_po
+
+    for doc, alts in alt_texts(staged).items():
+        pot = pot_dir / f"{doc}.pot"
+        if not pot.is_file():
+            continue
+        with pot.open("rb") as fh:
+            template = read_po(fh)
+        for alt in alts:
+            template.add(alt, context=ALT_CONTEXT)
+        buf = io.BytesIO()
+        write_po(buf, template, width=0)
+        pot.write_bytes(buf.getvalue())
 
 
 def alt_texts(staged: Path) -> dict[str, list[str]]:
@@ -107,38 +125,6 @@ def _markdown_alts(text: str) -> list[str]:
             + re.findall(r'<img\b[^>]*\balt="([^"]+)"', text))
 
 
-def extract(course: Course, staged: Path, out: Path | None = None, log=print) -> Path:
-    """Sphinx's message templates (``.pot``) of the staged book, one per page, with the alt texts added."""
-    import yaml
-    from babel.messages.pofile import read_po, write_po
-    from jupyter_book.sphinx import build_sphinx
-
-    from .site import site_config
-
-    out = out or course.build / "gettext"
-    config_path = site_config(course, staged, log=lambda *a: None)
-    config = yaml.safe_load(config_path.read_text())
-    overrides = {**_sphinx_overrides(staged, config), "gettext_location": False, "gettext_uuid": False,
-                 "gettext_last_translator": "", "gettext_language_team": ""}
-    result = build_sphinx(str(staged), str(out), noconfig=True, path_config=str(config_path),
-                          confoverrides=overrides, builder="gettext", warningiserror=False, keep_going=True,
-                          freshenv=True, quiet=True, doctreedir=str(course.build / "gettext-doctrees"))
-    if result != 0:
-        raise GraderError(f"extracting the book's messages failed ({result}); see the warnings above")
-    for doc, alts in alt_texts(staged).items():
-        pot = out / f"{doc}.pot"
-        if not pot.is_file():
-            continue
-        with pot.open("rb") as fh:
-            template = read_po(fh)
-        for alt in alts:
-            template.add(alt, context=ALT_CONTEXT)
-        buf = io.BytesIO()
-        write_po(buf, template, width=0)
-        pot.write_bytes(buf.getvalue())
-    return out
-
-
 def templates(pot_dir: Path) -> dict[str, Path]:
     return {p.relative_to(pot_dir).with_suffix("").as_posix(): p for p in sorted(pot_dir.rglob("*.pot"))}
 
@@ -168,7 +154,8 @@ def protected(text: str) -> list[str]:
     for m in _ROLE.finditer(text):
         name, content = m.group(1), m.group(2)
         if name in _TEXT_ROLES:
-            keep.append(f"{{{name}}}<{_role_target(content)[1].strip().lower() if name == 'term' else _role_target(content)[1].strip()}>")
+            target = _role_target(content)[1].strip()
+            keep.append(f"{{{name}}}<{target.lower() if name == 'term' else target}>")
         else:
             keep.append(m.group(0))
     rest = _ROLE.sub(" ", rest)

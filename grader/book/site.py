@@ -198,6 +198,26 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
     return target
 
 
+def extract_messages(course: Course, staged: Path, out: Path | None = None) -> Path:
+    """The staged book's message templates (``.pot``, one per page, Sphinx's ``gettext`` builder with this
+    build's configuration), the figures' alt texts added (:mod:`.locales`)."""
+    from jupyter_book.sphinx import build_sphinx
+
+    from . import locales
+
+    out = out or course.build / "gettext"
+    config_path = site_config(course, staged, log=lambda *a: None)
+    overrides = {**locales._sphinx_overrides(staged, yaml.safe_load(config_path.read_text())),
+                 "gettext_location": False, "gettext_uuid": False}
+    result = build_sphinx(str(staged), str(out), noconfig=True, path_config=str(config_path),
+                          confoverrides=overrides, builder="gettext", warningiserror=False, keep_going=True,
+                          freshenv=True, quiet=True, doctreedir=str(course.build / "gettext-doctrees"))
+    if result != 0:
+        raise BuildFailed(f"extracting the book's messages failed ({result}); see the warnings above")
+    locales.add_alt_texts(out, staged)
+    return out
+
+
 def publish_downloads(course: Course, chapters: list[Chapter], out_html: Path) -> list[Path]:
     """Replace each chapter's downloadable ``_sources/<chapter>/<slug>.ipynb`` (Jupyter Book's copy of the
     staged page, with the reference's outputs) by the released student notebook, byte for byte."""
