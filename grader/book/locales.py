@@ -4,8 +4,9 @@ The English book is the source. ``grader locales`` extracts its messages from th
 (:func:`.site.extract_messages`, Sphinx's ``gettext`` builder: every paragraph, title, list item, table
 cell, caption and admonition of every page, plus the figures' alt text, which Sphinx does not translate,
 under the context ``image alt``) and merges them into the catalogs kept in the repository,
-``book/locales/<language>/LC_MESSAGES/<page>.po``: a new message arrives empty, a changed one arrives *fuzzy* with its old translation, a removed one goes.
-A message with nothing to translate (display maths, a number, a code span alone) is filled with itself.
+``book/locales/<language>/LC_MESSAGES/<page>.po``: a new message arrives empty, a changed one arrives
+*fuzzy* with its old translation, a removed one goes. A message with nothing to translate (display maths,
+a number, a code span alone) is filled with itself.
 
 ``grader locales --check`` (and the test suite) fails when a message is untranslated or fuzzy, when a
 catalog is out of date, or when a translation breaks what must never be translated: code spans, maths,
