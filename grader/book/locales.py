@@ -32,6 +32,7 @@ ALT_CONTEXT = "image alt"
 PROJECT = "Self-Attention, from the RNN bottleneck to FlashAttention"
 AUTHORS = "The Self-Attention course authors"
 KEEP_FLAG = "keep-english"  # a translator's "#, keep-english": a proper name or code that stays as it is
+_CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
@@ -273,9 +274,10 @@ def update(course: Course, pot_dir: Path, language: str = "zh_CN", folder: Path 
             if not message.id:
                 continue
             counts["messages"] += 1
-            if message.string == message.id and KEEP_FLAG not in message.flags and not nothing_to_translate(message.id):
+            empty = nothing_to_translate(message.id)
+            if message.string == message.id and KEEP_FLAG not in message.flags and not empty:
                 message.string = ""  # filled by an earlier rule as having nothing to translate: it has
-            if not message.string and nothing_to_translate(message.id):
+            if not message.string and empty:
                 message.string = message.id
                 counts["filled"] += 1
             elif not message.string:
@@ -319,7 +321,6 @@ def glossary_pairs(course: Course) -> dict[str, list[str]]:
     return pairs
 
 
-_CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
 # English words too common for a mention of them to name the glossary's term (a {term} role still does)
 _POLYSEMOUS = {"key", "value", "query", "softmax", "FLOP"}
 
@@ -355,7 +356,7 @@ def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep:
         problems.append(f"added markup the English has not: {', '.join(dict.fromkeys(extra))}")
     if msgstr == msgid and not keep:
         problems.append(f"is the English text (mark it '#, {KEEP_FLAG}' if it stays so)")
-    elif not keep and not re.search(r"[\u4e00-\u9fff]", msgstr):
+    elif not keep and not _CJK_CHAR.search(msgstr):
         problems.append(f"has no Chinese (mark it '#, {KEEP_FLAG}' if it stays English)")
     lowered = {t.lower(): c for t, c in pairs.items()}
     for m in _ROLE.finditer(msgid):
@@ -378,6 +379,14 @@ def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep:
             problems.append(f"names the glossary's '{term}' without its Chinese term {forms[0]}"
                             f" (or a comment '# glossary-exempt: {term}: <why>')")
     return problems
+
+
+def _judge(message, pairs: dict[str, list[str]]) -> list[str]:
+    """The problems of one catalog entry: fuzzy, or what :func:`check_message` finds."""
+    if message.fuzzy:
+        return ["fuzzy (the English changed: review the translation, then drop 'fuzzy')"]
+    return check_message(message.id, message.string, pairs, keep=KEEP_FLAG in message.flags,
+                         exempt=_exemptions(message))
 
 
 def _exemptions(message) -> set[str]:
@@ -415,12 +424,7 @@ def check(course: Course, pot_dir: Path, language: str = "zh_CN", folder: Path |
             if got is None:
                 problems.append(f"{where}: not in the catalog (run `grader locales`)")
                 continue
-            if got.fuzzy:
-                problems.append(f"{where}: fuzzy (the English changed: review the translation, then drop 'fuzzy')")
-                continue
-            for p in check_message(message.id, got.string, pairs, keep=KEEP_FLAG in got.flags,
-                                   exempt=_exemptions(got)):
-                problems.append(f"{where}: {p}")
+            problems += [f"{where}: {p}" for p in _judge(got, pairs)]
     for path in sorted(folder.rglob("*.po")) if folder.is_dir() else []:
         if path.relative_to(folder).with_suffix("").as_posix() not in docs:
             problems.append(f"{path.relative_to(folder)}: no such page (run `grader locales`)")
@@ -499,11 +503,7 @@ def lint_catalog(course: Course, path: Path) -> list[str]:
     pairs = glossary_pairs(course)
     out = []
     for n, m in enumerate(_numbered(_read(path)), 1):
-        if m.fuzzy:
-            out.append(f"#{n}: fuzzy")
-            continue
-        out += [f"#{n}: {p}" for p in check_message(m.id, m.string, pairs, keep=KEEP_FLAG in m.flags,
-                                                     exempt=_exemptions(m))]
+        out += [f"#{n}: {p}" for p in _judge(m, pairs)]
     return out
 
 
