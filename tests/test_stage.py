@@ -8,10 +8,10 @@ import shutil
 import nbformat
 import pytest
 
-from grader.book.stage import cache_key
+from grader.book.stage import cache_key, with_current_text
 from grader.book.view import LeakError, student_view
 from grader.course import Course
-from grader.execute import ExecutionFailed, execute
+from grader.execute import ExecutionFailed, execute, execute_many
 
 COURSE = Course.here()
 
@@ -35,6 +35,32 @@ def test_a_failing_cell_is_named_with_its_notebook_index_and_error(tmp_path):
     message = str(info.value)
     assert "book/ch99_demo/demo.ipynb" in message and "cell 1" in message
     assert "ZeroDivisionError" in message and "y = x / 0" in message
+
+
+def test_notebooks_execute_side_by_side_and_a_failure_names_its_own(tmp_path):
+    """Stale chapters execute two kernels at a time (one per core); each result is the notebook's own,
+    and a failing one is named as it is alone."""
+    a = notebook(nbformat.v4.new_code_cell("import time; time.sleep(1); x = 'a'"), nbformat.v4.new_code_cell("x"))
+    b = notebook(nbformat.v4.new_code_cell("import time; time.sleep(1); x = 'b'"), nbformat.v4.new_code_cell("x"))
+    finished = []
+    out = execute_many([(a, tmp_path, "a"), (b, tmp_path, "b")], parallel=2,
+                       done=lambda i, nb, s: finished.append(i))
+    assert [nb.cells[1].outputs[0]["data"]["text/plain"] for nb in out] == ["'a'", "'b'"]
+    assert sorted(finished) == [0, 1] and a.cells[1].outputs == [], "the sources are not modified"
+    bad = notebook(nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("y = x / 0"))
+    with pytest.raises(ExecutionFailed, match=r"book/ch99_bad/bad.ipynb: cell 1 .*ZeroDivisionError"):
+        execute_many([(a, tmp_path, "a"), (bad, tmp_path, "book/ch99_bad/bad.ipynb")], parallel=2)
+
+
+def test_a_cached_execution_takes_the_current_prose():
+    md, code = nbformat.v4.new_markdown_cell("old text"), nbformat.v4.new_code_cell("1 + 1")
+    executed = notebook(md, code)
+    executed.cells[1].outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "2"}, execution_count=1)]
+    executed.cells[1].execution_count = 1
+    source = notebook(nbformat.v4.new_markdown_cell("new text"), nbformat.v4.new_code_cell("1 + 1"))
+    merged = with_current_text(executed, source)
+    assert merged.cells[0].source == "new text" and merged.cells[1].outputs == executed.cells[1].outputs
+    assert source.cells[1].outputs == [], "the source is not modified"
 
 
 def test_student_view_replaces_solutions_drops_hidden_tests_and_keeps_outputs():
@@ -89,6 +115,18 @@ def test_cache_key_follows_the_chapter_its_modules_and_nothing_else(course_copy)
     assert cache_key(course_copy, ch) != key
     extra.unlink()
     assert cache_key(course_copy, ch) == key
+
+    nb = nbformat.read(ch.notebook, as_version=4)
+    prose = next(c for c in nb.cells if c.cell_type == "markdown")
+    prose.source += "\n\nA sentence added to the prose."
+    nbformat.write(nb, ch.notebook)
+    assert cache_key(course_copy, ch) == key, "the prose does not change the outputs: nothing to re-execute"
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.source += "\nx_added = 1"
+    nbformat.write(nb, ch.notebook)
+    assert cache_key(course_copy, ch) != key, "a code cell changed must re-execute the chapter"
+    code.source = code.source.removesuffix("\nx_added = 1")
+    nbformat.write(nb, ch.notebook)
 
     shared = course_copy.root / "solutions" / "_common.py"  # imported by chapter 1's module
     shared.write_text(shared.read_text() + "\n# changed\n")

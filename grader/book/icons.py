@@ -86,8 +86,11 @@ _SOLID_SRC = re.compile(r'src:url\((\.\./vendor/fontawesome/webfonts/)fa-solid-9
 def subset_icon_font(static: Path) -> None:
     """The themes' stylesheets draw a few glyphs of Font Awesome's solid font (admonition icons, external
     links, breadcrumbs): serve those glyphs only, a few kilobytes instead of the font's 156 KB."""
+    import logging
+
     from fontTools import subset
 
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # it logs every table it prunes at INFO
     sheet = static / "styles" / "pydata-sphinx-theme.css"
     ttf = static / "vendor" / "fontawesome" / "webfonts" / "fa-solid-900.ttf"
     if not (sheet.is_file() and ttf.is_file()):

@@ -9,7 +9,9 @@ libraries that draw the figures. Changing one chapter re-executes that chapter o
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
+import json
 import sys
 import time
 from importlib import metadata
@@ -19,11 +21,19 @@ import nbformat
 
 from ..cells import is_claim
 from ..course import Chapter, Course
-from ..execute import FIGURE_KERNEL, execute
+from ..execute import FIGURE_KERNEL, execute_many, parallel_kernels
 from .deps import DEPENDENCIES, dependency_map
 from .view import student_view
 
 _VERSIONED = ("torch", "numpy", "matplotlib", "seaborn", "nbclient", "ipykernel")
+
+
+def executable_part(path: Path) -> bytes:
+    """What of a notebook can change its outputs: its code cells (source and metadata, in order) and the
+    notebook's metadata (the kernel). Its markdown cannot: a sentence edited re-executes nothing."""
+    nb = nbformat.read(path, as_version=4)
+    code = [{"source": c.source, "metadata": c.metadata} for c in nb.cells if c.cell_type == "code"]
+    return json.dumps({"metadata": nb.metadata, "code": code}, sort_keys=True).encode()
 
 
 def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
@@ -32,7 +42,19 @@ def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
         if "__pycache__" in f.parts or ".ipynb_checkpoints" in f.parts:
             continue
         h.update(str(f.relative_to(root)).encode())
-        h.update(f.read_bytes())
+        h.update(executable_part(f) if f.suffix == ".ipynb" else f.read_bytes())
+
+
+def with_current_text(executed: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The source notebook with each code cell's outputs taken from ``executed``, an execution of a notebook
+    with the same code cells (the cache key says so) and possibly older markdown."""
+    ran = iter([c for c in executed.cells if c.cell_type == "code"])
+    nb = copy.deepcopy(source)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            done = next(ran)
+            cell.outputs, cell.execution_count = done.outputs, done.execution_count
+    return nb
 
 
 def solution_modules(course: Course, slug: str) -> list[Path]:
@@ -81,29 +103,22 @@ def cache_key(course: Course, chapter: Chapter) -> str:
     return h.hexdigest()[:20]
 
 
-def _cached_execution(course: Course, name: str, key: str, notebook: Path, log) -> nbformat.NotebookNode:
+def _cache(course: Course) -> Path:
     cache = course.build / "cache"
     cache.mkdir(parents=True, exist_ok=True)
-    hit = cache / f"{name}-{key}.ipynb"
-    if hit.exists():
-        log(f"  {name}: executed notebook from cache")
-        return nbformat.read(hit, as_version=4)
-    start = time.perf_counter()
-    nb = execute(nbformat.read(notebook, as_version=4), notebook.parent,
-                 label=str(notebook.relative_to(course.root)))
-    log(f"  {name}: executed in {time.perf_counter() - start:.1f} s")
+    return cache
+
+
+def _store(course: Course, name: str, key: str, nb: nbformat.NotebookNode) -> None:
+    cache = _cache(course)
     for stale in cache.glob(f"{name}-*.ipynb"):
         stale.unlink()
-    nbformat.write(nb, hit)
-    return nb
+    tmp = cache / f".{name}-{key}.tmp"
+    nbformat.write(nb, tmp)
+    tmp.replace(cache / f"{name}-{key}.ipynb")  # a build killed while writing leaves no half notebook
 
 
-def executed_source(course: Course, chapter: Chapter, log=print) -> nbformat.NotebookNode:
-    """The chapter's source notebook executed with the solutions in place (from cache when fresh)."""
-    return _cached_execution(course, chapter.id, cache_key(course, chapter), chapter.notebook, log)
-
-
-def executed_page(course: Course, notebook: Path, log=print) -> nbformat.NotebookNode:
+def _page_key(course: Course, notebook: Path) -> tuple[str, str]:
     """A notebook of the book that is not a chapter (the appendix): it has no solutions to strip and
     imports nothing of the course, so its key is the file, the hardware table and the library versions."""
     h = _versions_hash()
@@ -111,7 +126,40 @@ def executed_page(course: Course, notebook: Path, log=print) -> nbformat.Noteboo
     if course.hardware.exists():
         _hash_tree(h, course.hardware, course.root)
     name = "page-" + str(notebook.relative_to(course.book).with_suffix("")).replace("/", "-")
-    return _cached_execution(course, name, h.hexdigest()[:20], notebook, log)
+    return name, h.hexdigest()[:20]
+
+
+def execute_stale(course: Course, notebooks: list[tuple[str, str, Path]],
+                  log=print) -> dict[str, nbformat.NotebookNode]:
+    """``(name, key, notebook)`` executed, or read from the cache when ``key`` is fresh: the stale ones run
+    side by side, one kernel per core (:func:`grader.execute.execute_many`), and are cached as each ends."""
+    cache = _cache(course)
+    out: dict[str, nbformat.NotebookNode] = {}
+    todo = []
+    for name, key, notebook in notebooks:
+        hit = cache / f"{name}-{key}.ipynb"
+        if hit.exists():
+            out[name] = with_current_text(nbformat.read(hit, as_version=4), nbformat.read(notebook, as_version=4))
+        else:
+            todo.append((name, key, notebook))
+    if len(out):
+        log(f"  {len(out)} notebook(s) unchanged: executed notebooks from the cache")
+    if not todo:
+        return out
+    kernels = min(parallel_kernels(), len(todo))
+    log(f"  executing {len(todo)} notebook(s), {kernels} at a time: {', '.join(n for n, _, _ in todo)}")
+    began = time.perf_counter()
+
+    def done(i: int, nb: nbformat.NotebookNode, seconds: float) -> None:
+        name, key, _ = todo[i]
+        _store(course, name, key, nb)
+        out[name] = nb
+        log(f"  {name}: executed in {seconds:.1f} s ({len(out)}/{len(notebooks)}, "
+            f"{time.perf_counter() - began:.0f} s so far)")
+
+    execute_many([(nbformat.read(nb, as_version=4), nb.parent, str(nb.relative_to(course.root)))
+                  for _, _, nb in todo], parallel=kernels, done=done)
+    return out
 
 
 def hide_claims(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -159,20 +207,29 @@ def _write_if_changed(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
+def _is_page(course: Course, src: Path) -> bool:
+    """Whether a file under ``book/`` is staged. book/_static/ is not a page: the site's build serves it
+    (staged, Jupyter Book would add every script under every static folder to every page, MathJax's
+    components included)."""
+    rel = src.relative_to(course.book)
+    return not ("__pycache__" in rel.parts or rel.parts[0] == "_static" or ".ipynb_checkpoints" in rel.parts
+                or rel.name == DEPENDENCIES)
+
+
 def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: bool = False,
           log=print) -> Path:
     """Lay out the book under ``out``: the pages of ``book/`` plus each chapter's processed notebook."""
     wanted: set[Path] = set()
     notebooks = {ch.notebook for ch in course.chapters()}
+    pages = [src for src in sorted(course.book.rglob("*.ipynb")) if src not in notebooks and _is_page(course, src)]
+    executed = execute_stale(course, [(ch.id, cache_key(course, ch), ch.notebook) for ch in chapters]
+                             + [(*_page_key(course, src), src) for src in pages], log)
     for src in sorted(course.book.rglob("*")):
         rel = src.relative_to(course.book)
-        # book/_static/ is not a page: the site's build serves it (staged, Jupyter Book would add every
-        # script under every static folder to every page, MathJax's components included)
-        if not src.is_file() or src in notebooks or "__pycache__" in rel.parts or rel.parts[0] == "_static" \
-                or ".ipynb_checkpoints" in rel.parts or rel.name == DEPENDENCIES:
+        if not src.is_file() or src in notebooks or not _is_page(course, src):
             continue
         if src.suffix == ".ipynb":
-            data = nbformat.writes(hide_claims(executed_page(course, src, log))).encode()
+            data = nbformat.writes(hide_claims(executed[_page_key(course, src)[0]])).encode()
         else:
             data = src.read_bytes()
         _write_if_changed(out / rel, data)
@@ -181,7 +238,7 @@ def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: boo
         _write_if_changed(out / path, data)
         wanted.add(out / path)
     for ch in chapters:
-        nb = hide_claims(executed_source(course, ch, log))
+        nb = hide_claims(executed[ch.id])
         if not instructor:
             nb = mark_exercises(student_view(nb, label=str(ch.notebook.relative_to(course.root))))
         dest = out / ch.notebook.relative_to(course.book)
