@@ -16,7 +16,7 @@ JOBS ?= 2
 # pip on these machines warns about every package its extra local index lacks; keep the log readable
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: setup system-deps book instructor-book release locales locales-check test grade-demo bench bench-grading bench-scale bench-build lint clean
+.PHONY: setup system-deps book instructor-book release locales locales-check test grade-demo bench bench-grading bench-scale bench-build bench-tests lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,8 +64,11 @@ system-deps:
 	  else echo "not installed and cannot be installed here:$$missing (their tests will be skipped)"; fi; \
 	fi
 
+# the suite in TEST_JOBS processes (pytest-xdist; tests/conftest.py: one module, or the site's modules, a unit)
+TEST_JOBS ?= 2
+TEST_DIST := -n $(TEST_JOBS) --dist loadgroup --no-loadscope-reorder
 test: setup system-deps
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(TEST_DIST) $(PYTEST_ARGS)
 
 grade-demo: setup
 	rm -rf _build/demo
@@ -78,6 +81,10 @@ bench: setup
 
 bench-build: setup
 	$(PY) -m grader.dev.bench --build
+
+# the test suite's wall time and where it goes (per test module)
+bench-tests: setup system-deps
+	$(PY) -m grader.dev.bench --tests $(TEST_DIST) $(PYTEST_ARGS)
 
 bench-grading: setup
 	$(PY) -m grader.dev.bench --grading --n 40

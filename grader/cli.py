@@ -32,7 +32,7 @@ def _shown(path: Path, root: Path) -> Path:
 
 
 def _book(course: Course, args: argparse.Namespace) -> int:
-    from .book.site import Launch, build_site, publish_downloads
+    from .book.site import Launch, build_sites, publish_downloads
     from .book.stage import stage
     from .release import release_if_stale
 
@@ -50,19 +50,15 @@ def _book(course: Course, args: argparse.Namespace) -> int:
     html = course.build / ("instructor" if args.instructor else "site") / "html"
     if args.out:
         html = Path(args.out).resolve()
-    print(f"Building the site into {_shown(html, course.root)}")
-    build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh, launch=launch)
-    sites = [html]
+    languages = []
     if not args.instructor and not args.english_only:
         from .book.locales import LANGUAGES
 
-        print(f"  English site: {time.perf_counter() - start:.0f} s since the start")
-        for code, lang in LANGUAGES.items():
-            began = time.perf_counter()
-            print(f"Building the {code} site into {_shown(html / lang.folder, course.root)}")
-            sites.append(build_site(course, staged, html, strict=not args.lenient, fresh=args.fresh,
-                                    launch=launch, language=code))
-            print(f"  {code} site: {time.perf_counter() - began:.0f} s")
+        languages = list(LANGUAGES)
+    print(f"Building the site into {_shown(html, course.root)}"
+          + "".join(f", the {code} site into {_shown(html / LANGUAGES[code].folder, course.root)}"
+                    for code in languages))
+    sites = build_sites(course, staged, html, languages, strict=not args.lenient, fresh=args.fresh, launch=launch)
     if not args.instructor:
         release_if_stale(course, chapters)
         for site in sites:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -29,17 +30,29 @@ class RemoveClaimCells(NbGraderPreprocessor):
 
 def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | None = None,
             log=print) -> list[Path]:
-    """Write ``_build/release/<chapter>/`` and record the chapters' cells in the workspace's gradebook."""
+    """Write ``_build/release/<chapter>/`` and record the chapters' cells in the workspace's gradebook.
+
+    One ``nbgrader generate_assignment`` per chapter, as many at once as there are cores (each is a process
+    that mostly starts up): the first alone, since it may create or migrate the gradebook, the others side
+    by side (each writes its own assignment's rows; SQLite waits for the other's writes, see
+    ``nbgrader_config.py``)."""
+    from .execute import parallel_kernels
+
     course.build.mkdir(exist_ok=True)
-    made = []
-    for ch in chapters:
+
+    def one(ch: Chapter) -> Path:
         result = nbgrader(course, ["generate_assignment", ch.id, "--force"], workspace=workspace,
                           log_file=course.build / "logs" / f"release-{ch.id}.log")
         if not result.ok:
             raise ReleaseFailed(f"nbgrader generate_assignment {ch.id} failed: {result.last_error()}")
-        out = course.build / "release" / ch.id / ch.notebook.name
-        made.append(out)
-        log(f"  {ch.id}: {out.relative_to(course.root)}")
+        return course.build / "release" / ch.id / ch.notebook.name
+
+    made = [one(ch) for ch in chapters[:1]]
+    if chapters[1:]:
+        with ThreadPoolExecutor(parallel_kernels()) as pool:  # threads that wait on nbgrader's processes
+            made += list(pool.map(one, chapters[1:]))
+    for out in made:
+        log(f"  {out.parent.name}: {out.relative_to(course.root)}")
     write_student_repo_files(course)
     return made
 

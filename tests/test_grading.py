@@ -20,6 +20,9 @@ from grader.course import Course
 from grader.dev import samples
 from grader.grading.report import collect
 
+# the sample submissions are made from the student release: made once per test run (conftest)
+pytestmark = pytest.mark.usefixtures("release")
+
 COURSE = Course.here()
 CHAPTERS = [ch for ch in COURSE.chapters() if samples.student_code(COURSE, ch)]
 

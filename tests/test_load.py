@@ -25,6 +25,9 @@ from grader.course import Course, UsageError
 from grader.dev import samples
 from grader.grading.report import collect
 
+# the sample submissions are made from the student release: made once per test run (conftest)
+pytestmark = pytest.mark.usefixtures("release")
+
 COURSE = Course.here()
 CH = COURSE.chapter("qkv")
 SOURCE = "\n".join(f"def f{i}(x):\n    return [(a, b) for a in range(x) if a % 3 for b in {{k: v for k, v in "

@@ -19,6 +19,9 @@ from grader.course import Course
 from grader.dev import redteam
 from grader.grading.report import collect
 
+# the sample submissions are made from the student release: made once per test run (conftest)
+pytestmark = pytest.mark.usefixtures("release")
+
 COURSE = Course.here()
 TIMEOUT = 60  # seconds per notebook: the infinite loop must be stopped by it
 

@@ -25,6 +25,9 @@ from grader.dev import samples
 from grader.grading.autograde import in_shard
 from grader.grading.report import collect
 
+# the sample submissions are made from the student release: made once per test run (conftest)
+pytestmark = pytest.mark.usefixtures("release")
+
 COURSE = Course.here()
 CH = COURSE.chapter("qkv")
 

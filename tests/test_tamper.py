@@ -9,6 +9,9 @@ from grader.course import Course
 from grader.dev.samples import released, student_code
 from grader.grading import tamper
 
+# the sample submissions are made from the student release: made once per test run (conftest)
+pytestmark = pytest.mark.usefixtures("release")
+
 COURSE = Course.here()
 
 

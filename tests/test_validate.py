@@ -30,6 +30,9 @@ from grader.dev import samples
 from grader.release import STUDENT_README, STUDENT_REQUIREMENTS, RemoveClaimCells, student_kit, write_student_repo_files
 from grader.student.validate import SETUP, STUDENT_MODE, VISIBLE_ONLY, Cell, Error, verdict
 
+# the sample submissions are made from the student release: made once per test run (conftest)
+pytestmark = pytest.mark.usefixtures("release")
+
 COURSE = Course.here()
 CH = COURSE.chapter("masks")
 CODE = samples.student_code(COURSE, CH)

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import datetime
 import html
+import multiprocessing
 import shutil
 import subprocess
+import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,15 +156,14 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
                fresh: bool = False, launch: Launch | None = None, language: str | None = None,
                log=print) -> Path:
     """Build the English site into ``out_html``, or with ``language`` (``zh_CN``) that language's site
-    into ``out_html/<folder>/`` from the same staged book and the compiled catalogs."""
+    into ``out_html/<folder>/`` from the same staged book and the compiled catalogs. ``fresh`` re-reads
+    every page (a new Sphinx environment); :func:`build_sites` also empties the folder first."""
     from jupyter_book.sphinx import build_sphinx
 
     from . import locales
 
     lang = locales.LANGUAGES[language] if language else None
     target = out_html / lang.folder if lang else out_html
-    if fresh and target.exists():
-        shutil.rmtree(target)
     config_path = site_config(course, staged, launch=launch, log=log, language=language)
     # Thebe (live code in the page) is not used, and sphinx-thebe declares its script constants twice
     # on Sphinx 7.4, a JavaScript error on every page: the overrides leave the extension out.
@@ -196,6 +198,49 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
         polish_site(target, book=book, description=_project().get("description") or book,
                     landing=f"{landing}.html", skip={x.folder for x in others}, translations=others)
     return target
+
+
+def _build_in_child(args: tuple, kwargs: dict) -> tuple[Path, float]:
+    began = time.perf_counter()
+    return build_site(*args, **kwargs), time.perf_counter() - began
+
+
+def build_sites(course: Course, staged: Path, out_html: Path, languages: list[str], *, strict: bool = True,
+                fresh: bool = False, launch: Launch | None = None, log=print) -> list[Path]:
+    """The English site and the translated ones (``languages``), built side by side: each translation in a
+    process of its own (forked: Sphinx keeps global state, so one build a process) while this process
+    builds the English site, as many at once as there are cores. Returns the sites' folders."""
+    from ..execute import parallel_kernels
+
+    if fresh and out_html.exists():
+        shutil.rmtree(out_html)
+    _theme_static(course)  # shared by every build: written once, before they start
+    fetch_mathjax(course.root, log=log)
+    common = {"strict": strict, "fresh": fresh, "launch": launch, "log": log}
+    sites: list[Path] = [out_html]
+    workers = min(len(languages), parallel_kernels() - 1)
+    pool = None
+    if workers:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
+        # a child prints its own progress (a log function need not survive pickling)
+        child = {k: v for k, v in common.items() if k != "log"}
+        futures = {code: pool.submit(_build_in_child, (course, staged, out_html), {**child, "language": code})
+                   for code in languages[:workers]} if pool else {}
+        began = time.perf_counter()
+        build_site(course, staged, out_html, **common)
+        log(f"  English site: {time.perf_counter() - began:.0f} s")
+        for code in languages:
+            if code in futures:
+                site, seconds = futures[code].result()
+            else:
+                site, seconds = _build_in_child((course, staged, out_html), {**common, "language": code})
+            log(f"  {code} site: {seconds:.0f} s" + (" (beside the English one)" if code in futures else ""))
+            sites.append(site)
+    finally:
+        if pool:
+            pool.shutdown(cancel_futures=True)
+    return sites
 
 
 def extract_messages(course: Course, staged: Path, out: Path | None = None) -> Path:
