@@ -3,7 +3,7 @@
     grader book [CHAPTER ...] [--instructor] [--fresh] [--out DIR] [--english-only]
                 [--student-repo URL [--branch B] [--jupyterhub URL]]
     grader locales [--check]
-    grader release [CHAPTER ...]
+    grader release [CHAPTER ...] [--force]
     grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N|auto] [--timeout S] [--memory GB]
                      [--dry-run] [--db URL] [--workdir DIR]
     grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
@@ -98,7 +98,7 @@ def _release(course: Course, args: argparse.Namespace) -> int:
     from .release import release
 
     print("Releasing student notebooks (nbgrader generate_assignment)")
-    release(course, course.select(args.chapters), workspace=course.workspace(args.workdir, args.db))
+    release(course, course.select(args.chapters), workspace=course.workspace(args.workdir, args.db), force=args.force)
     return 0
 
 
@@ -269,6 +269,8 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("release", help="make the student notebooks with nbgrader")
     r.add_argument("chapters", nargs="*", metavar="CHAPTER")
+    r.add_argument("--force", action="store_true",
+                   help="release every chapter again, also those already released from their current source")
     r.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
     r.add_argument("--workdir", help=WORKDIR_HELP)
     r.set_defaults(func=_release)

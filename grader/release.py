@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,33 +30,100 @@ class RemoveClaimCells(NbGraderPreprocessor):
         return nb, resources
 
 
+def _digest(*paths: Path) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for f in files:
+            if "__pycache__" in f.parts or ".ipynb_checkpoints" in f.parts:
+                continue
+            h.update(str(f.name).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _release_record(course: Course, chapter: Chapter) -> Path:
+    return course.build / "cache" / "release" / f"{chapter.id}.json"
+
+
+def _release_key(course: Course, chapter: Chapter, db_url: str) -> str:
+    """What a chapter's release is made from: its source folder, the release's configuration and code, the
+    nbgrader version and the gradebook it is recorded in."""
+    from importlib import metadata
+
+    here = Path(__file__).parent
+    return _digest(chapter.folder, course.root / "nbgrader_config.py", here / "release.py", here / "cells.py") + \
+        f"|nbgrader {metadata.version('nbgrader')}|{db_url}"
+
+
+def _in_gradebook(db_url: str, chapter: Chapter) -> bool:
+    if db_url.startswith("sqlite:///"):
+        db = Path(db_url.removeprefix("sqlite:///").split("?", 1)[0])
+        if not db.is_file():
+            return False
+    from nbgrader.api import Gradebook, MissingEntry
+
+    try:
+        with Gradebook(db_url) as gb:
+            gb.find_assignment(chapter.id)
+        return True
+    except MissingEntry:
+        return False
+
+
+def is_released(course: Course, chapter: Chapter, workspace: Workspace | None = None) -> bool:
+    """Whether the chapter's student notebook is the one its current source makes and its gradebook knows
+    its cells: the record written by the last release matches (key, the released notebook's bytes) and the
+    assignment is in the gradebook."""
+    db_url = (workspace or course.workspace()).db_url
+    released = course.build / "release" / chapter.id / chapter.notebook.name
+    try:
+        record = json.loads(_release_record(course, chapter).read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(record, dict) and record.get("key") == _release_key(course, chapter, db_url)
+            and released.is_file() and record.get("released") == _digest(released)
+            and _in_gradebook(db_url, chapter))
+
+
 def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | None = None,
-            log=print) -> list[Path]:
+            log=print, force: bool = False) -> list[Path]:
     """Write ``_build/release/<chapter>/`` and record the chapters' cells in the workspace's gradebook.
 
-    One ``nbgrader generate_assignment`` per chapter, as many at once as there are cores (each is a process
-    that mostly starts up): the first alone, since it may create or migrate the gradebook, the others side
-    by side (each writes its own assignment's rows; SQLite waits for the other's writes, see
-    ``nbgrader_config.py``)."""
+    A chapter already released from the same source into the same gradebook (:func:`is_released`) is left as
+    it is, unless ``force``. One ``nbgrader generate_assignment`` per other chapter, as many at once as there
+    are cores (each is a process that mostly starts up): the first alone, since it may create or migrate the
+    gradebook, the others side by side (each writes its own assignment's rows; SQLite waits for the other's
+    writes, see ``nbgrader_config.py``)."""
     from .execute import parallel_kernels
 
     course.build.mkdir(exist_ok=True)
+    db_url = (workspace or course.workspace()).db_url
+    done = [] if force else [ch for ch in chapters if is_released(course, ch, workspace)]
+    if done:
+        log(f"  {len(done)} chapter(s) already released from their current source: "
+            f"{', '.join(ch.id for ch in done)}")
 
     def one(ch: Chapter) -> Path:
         result = nbgrader(course, ["generate_assignment", ch.id, "--force"], workspace=workspace,
                           log_file=course.build / "logs" / f"release-{ch.id}.log")
         if not result.ok:
             raise ReleaseFailed(f"nbgrader generate_assignment {ch.id} failed: {result.last_error()}")
-        return course.build / "release" / ch.id / ch.notebook.name
+        out = course.build / "release" / ch.id / ch.notebook.name
+        record = _release_record(course, ch)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"key": _release_key(course, ch, db_url), "released": _digest(out)}))
+        return out
 
-    made = [one(ch) for ch in chapters[:1]]
-    if chapters[1:]:
+    todo = [ch for ch in chapters if ch not in done]
+    made = [one(ch) for ch in todo[:1]]
+    if todo[1:]:
         with ThreadPoolExecutor(parallel_kernels()) as pool:  # threads that wait on nbgrader's processes
-            made += list(pool.map(one, chapters[1:]))
+            made += list(pool.map(one, todo[1:]))
     for out in made:
         log(f"  {out.parent.name}: {out.relative_to(course.root)}")
     write_student_repo_files(course)
-    return made
+    return [course.build / "release" / ch.id / ch.notebook.name for ch in chapters]
 
 
 STUDENT_REQUIREMENTS = """\
@@ -157,13 +226,8 @@ def copy_grader(dest: Path) -> None:
 
 
 def release_if_stale(course: Course, chapters: list[Chapter], log=print) -> None:
-    """Release the chapters whose student notebook is missing or older than their source folder."""
-    stale = []
-    for ch in chapters:
-        released = course.build / "release" / ch.id / ch.notebook.name
-        newest = max(p.stat().st_mtime for p in ch.folder.rglob("*") if p.is_file())
-        if not released.is_file() or released.stat().st_mtime < newest:
-            stale.append(ch)
+    """Release the chapters whose student notebook is missing or not made from their current source."""
+    stale = [ch for ch in chapters if not is_released(course, ch)]
     if stale:
         log(f"Releasing {len(stale)} chapter(s) whose student notebook is missing or out of date")
         release(course, stale, log=log)

@@ -141,3 +141,35 @@ def test_cache_key_follows_the_chapter_its_modules_and_nothing_else(course_copy)
     judges = course_copy.root / "solutions" / "cases" / "_common.py"  # imported by chapter 1's case generators
     judges.write_text(judges.read_text() + "\n# changed\n")
     assert cache_key(course_copy, ch) != key, "a module the case generators import must invalidate the chapter"
+
+
+def test_release_leaves_a_chapter_made_from_its_current_source_alone(tmp_path):
+    """`grader release` (and `make book`) re-runs nbgrader only for a chapter whose source changed, whose
+    student notebook is gone or changed, or whose gradebook no longer knows it; --force releases it anyway."""
+    from grader.release import is_released, release
+
+    root = tmp_path / "course"
+    shutil.copytree(COURSE.book, root / "book", ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    shutil.copy(COURSE.root / "nbgrader_config.py", root)
+    course = Course(root)
+    ch = course.chapter("qkv")
+    out = course.build / "release" / ch.id / ch.notebook.name
+    assert not is_released(course, ch)
+    release(course, [ch], log=lambda *_: None)
+    assert is_released(course, ch)
+    made = out.stat().st_mtime_ns
+    said: list[str] = []
+    assert release(course, [ch], log=said.append) == [out]
+    assert out.stat().st_mtime_ns == made and "already released" in said[0], said
+
+    nb = nbformat.read(ch.notebook, as_version=4)
+    next(c for c in nb.cells if c.cell_type == "markdown").source += "\n\nAn edited sentence."
+    nbformat.write(nb, ch.notebook)
+    assert not is_released(course, ch), "the source changed"
+    release(course, [ch], log=lambda *_: None)
+    assert is_released(course, ch) and "An edited sentence." in out.read_text()
+
+    (course.build / "gradebook.db").unlink()
+    assert not is_released(course, ch), "a new gradebook must learn the chapter's cells"
+    release(course, [ch], log=lambda *_: None, force=True)
+    assert is_released(course, ch)

@@ -47,9 +47,12 @@ def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
 
 def with_current_text(executed: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The source notebook with each code cell's outputs taken from ``executed``, an execution of a notebook
-    with the same code cells (the cache key says so) and possibly older markdown."""
+    with the same code cells (the cache key says so) and possibly older markdown. The notebook's metadata
+    is the execution's (the kernel adds ``language_info``), so a fresh execution and a cached one stage the
+    same bytes, and Sphinx re-reads nothing."""
     ran = iter([c for c in executed.cells if c.cell_type == "code"])
     nb = copy.deepcopy(source)
+    nb.metadata = copy.deepcopy(executed.metadata)
     for cell in nb.cells:
         if cell.cell_type == "code":
             done = next(ran)
@@ -136,29 +139,31 @@ def execute_stale(course: Course, notebooks: list[tuple[str, str, Path]],
     cache = _cache(course)
     out: dict[str, nbformat.NotebookNode] = {}
     todo = []
-    for name, key, notebook in notebooks:
+    sources = {name: nbformat.read(notebook, as_version=4) for name, _, notebook in notebooks}
+    for name, key, _ in notebooks:
         hit = cache / f"{name}-{key}.ipynb"
         if hit.exists():
-            out[name] = with_current_text(nbformat.read(hit, as_version=4), nbformat.read(notebook, as_version=4))
+            out[name] = with_current_text(nbformat.read(hit, as_version=4), sources[name])
         else:
-            todo.append((name, key, notebook))
+            todo.append((name, key))
     if len(out):
         log(f"  {len(out)} notebook(s) unchanged: executed notebooks from the cache")
     if not todo:
         return out
     kernels = min(parallel_kernels(), len(todo))
-    log(f"  executing {len(todo)} notebook(s), {kernels} at a time: {', '.join(n for n, _, _ in todo)}")
+    log(f"  executing {len(todo)} notebook(s), {kernels} at a time: {', '.join(n for n, _ in todo)}")
     began = time.perf_counter()
+    folders = {name: notebook.parent for name, _, notebook in notebooks}
+    labels = {name: str(notebook.relative_to(course.root)) for name, _, notebook in notebooks}
 
     def done(i: int, nb: nbformat.NotebookNode, seconds: float) -> None:
-        name, key, _ = todo[i]
+        name, key = todo[i]
         _store(course, name, key, nb)
-        out[name] = nb
+        out[name] = with_current_text(nb, sources[name])
         log(f"  {name}: executed in {seconds:.1f} s ({len(out)}/{len(notebooks)}, "
             f"{time.perf_counter() - began:.0f} s so far)")
 
-    execute_many([(nbformat.read(nb, as_version=4), nb.parent, str(nb.relative_to(course.root)))
-                  for _, _, nb in todo], parallel=kernels, done=done)
+    execute_many([(sources[name], folders[name], labels[name]) for name, _ in todo], parallel=kernels, done=done)
     return out
 
 
