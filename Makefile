@@ -66,7 +66,7 @@ system-deps:
 
 # the suite in TEST_JOBS processes (pytest-xdist; tests/conftest.py: one module, or the site's modules, a unit)
 TEST_JOBS ?= 2
-TEST_DIST := -n $(TEST_JOBS) --dist loadgroup --no-loadscope-reorder
+TEST_DIST := -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
 test: setup system-deps
 	$(VENV)/bin/pytest $(TEST_DIST) $(PYTEST_ARGS)
 

@@ -7,13 +7,14 @@ so that the tests can check that Binder, Colab and JupyterHub would open the stu
 ``release`` is the student release (``grader release``, into ``_build/release``), which the grading tests'
 sample submissions are made from.
 
-``make test`` runs the suite in two processes (pytest-xdist, ``-n 2 --dist loadgroup``). Each test module
-is one unit of work that one process runs whole (its module fixtures, a grading batch for instance, are
-made once), except that the modules which read the built site (:data:`SITE_MODULES`) form a single unit:
-one process builds the site and runs them all while the other runs the rest. The units start slowest
-first (:data:`SLOW_FIRST`), so that neither process is left with a long one at the end. What both
-processes need (the release, the site) is made once per test run, by whichever comes first, under a file
-lock (:func:`once_per_run`): the other waits and reuses it. Run alone (plain ``pytest``), nothing changes.
+``make test`` runs the suite in two processes (pytest-xdist, ``-n 2``, scheduled by
+:func:`pytest_xdist_make_scheduler`). Each test module is one unit of work that one process runs whole (its
+module fixtures, a grading batch for instance, are made once), except that the modules which read the built
+site (:data:`SITE_MODULES`) form a single unit: one process builds the site and runs them all while the
+other runs the rest. The units start slowest first (:data:`SLOW_FIRST`), so that neither process is left
+with a long one at the end. What both processes need (the release, the site) is made once per test run, by
+whichever comes first, under a file lock (:func:`once_per_run`): the other waits and reuses it. Run alone
+(plain ``pytest``), nothing changes.
 """
 
 from __future__ import annotations
@@ -95,15 +96,25 @@ def launch_site(site):
     return LAUNCH_SITE
 
 
-def _unit(item: pytest.Item) -> str:
-    module = Path(str(item.fspath)).stem
+def _unit(path: str) -> str:
+    """The unit of work a test belongs to: its module, or ``site`` for the modules that read the site."""
+    module = Path(path.split("::", 1)[0]).stem
     return "site" if module in SITE_MODULES else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (it names them into the test ids)
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(_unit(item), len(rank)))  # stable: collection order within a unit
-    if config.pluginmanager.has_plugin("xdist"):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(_unit(item)))
+    items.sort(key=lambda item: rank.get(_unit(item.nodeid), len(rank)))  # stable: collection order within a unit
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scope scheduling with :func:`_unit` as the scope: a unit runs whole in one process, in
+    the order of the collection (slowest first). (Its ``xdist_group`` marks rename node ids, which pytest 9.2
+    no longer lets a plugin do; a scheduler of our own does not depend on that.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    return ByUnit(config, log)
