@@ -12,9 +12,11 @@ count -- failed at intake, or error: the grader's own trouble, never the student
 
 ``--jobs N`` grades in N worker *processes* (fresh interpreters, each with its own sandbox zygote), never threads:
 nothing of one submission's grading shares an interpreter with another's (CPython's AST machinery,
-nbformat's validators, ``warnings`` filters and SQLAlchemy engines are process-global). The per-chapter
-work (release, hidden checks parsed, cases and reference outputs) is done once, in this process, before
-the workers start, and handed to them; this process alone writes the gradebook, one submission at a time.
+nbformat's validators, ``warnings`` filters and SQLAlchemy engines are process-global). The workers start
+first (importing torch and starting a zygote takes seconds) while this process does the per-chapter work
+once (release, hidden checks parsed, cases and reference outputs, read from the cache of prepared
+chapters, :mod:`grader.grading.prepared`, when it is fresh) and then hands it to them; this process alone
+writes the gradebook, one submission at a time.
 An exception of the grader's own code, a worker or sandbox that dies, or a notebook killed from outside
 its sandbox (the machine's OOM killer, an operator's signal) is retried once and, if it happens again,
 recorded as ``error`` -- never ``failed`` with a score of 0.
@@ -45,7 +47,7 @@ from ..course import Chapter, Course, GraderError, UsageError, Workspace
 from ..plan import plan
 from ..release import ReleaseFailed, release
 from ..submission import Rejected
-from . import intake, runs, tamper, verdict, wire
+from . import intake, prepared, runs, tamper, verdict, wire
 from .intake import accept
 from .sandbox import Limits, Zygote
 
@@ -194,12 +196,12 @@ class _Worker:
     """One grading worker (a process of its own) with its sandbox zygote: intake, plan, the sandboxed
     run and the verdict of one submission at a time. It writes nothing to the gradebook."""
 
-    def __init__(self, setup: dict):
+    def __init__(self, setup: dict, zygote: Zygote):
         self.course, self.ws, self.kits = setup["course"], setup["ws"], setup["kits"]
         self.limits, self.hide, self.slot = setup["limits"], setup["hide"], setup["slot"]
         self.source_ids, self.course_cells = setup["source_ids"], setup["course_cells"]
         self.jobs = self.ws.path("sandbox", "jobs")
-        self.zygote = Zygote(self.slot, self.hide)
+        self.zygote = zygote
 
     def close(self) -> None:
         self.zygote.close()
@@ -286,20 +288,35 @@ class _Worker:
             os.close(fd)
 
 
+def _warm() -> None:
+    """What judging loads on first use, loaded while the main process still prepares the chapters:
+    ``torch.broadcast_shapes`` imports torch's symbolic shapes (sympy), over a second."""
+    import torch
+
+    torch.broadcast_shapes((2, 1), (1, 2))
+
+
 def _worker_main(fd: int) -> None:
-    """A worker process (``python -c``, the connection's descriptor inherited): receive the setup, start
-    the zygote, then grade ``(job, attempt)`` requests until told to stop."""
+    """A worker process (``python -c``, the connection's descriptor inherited). It is started before the
+    chapters are prepared: it receives only its slot and what the sandbox must hide (``boot``), starts the
+    zygote, says it is ready, and waits for the setup with the chapters' kits (sent once they are
+    prepared); then it grades ``("grade", job, attempt)`` requests until told to stop. A zygote is a
+    program of its own (``exec``'d, never a fork of this process, whose descriptors it does not inherit):
+    no kit and no reference output ever reaches its memory, nor so the sandboxes forked from it."""
     from multiprocessing.connection import Connection
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     conn = Connection(fd)
     try:
-        worker = _Worker(pickle.loads(conn.recv_bytes()))
+        boot = pickle.loads(conn.recv_bytes())
+        zygote = Zygote(boot["slot"], boot["hide"])
     except Exception as exc:  # noqa: BLE001 -- reported to the parent, which decides
         conn.send(("broken", f"{type(exc).__name__}: {exc}"))
         return
+    worker = None
     try:
-        conn.send(("ready", worker.zygote.isolation))
+        conn.send(("ready", zygote.isolation))
+        _warm()
         while True:
             try:
                 request = conn.recv()
@@ -307,19 +324,27 @@ def _worker_main(fd: int) -> None:
                 break
             if request is None:
                 break
-            conn.send(("done", worker.grade(*request)))
+            if request[0] == "setup":
+                worker = _Worker({**request[1], **boot}, zygote)
+                continue
+            conn.send(("done", worker.grade(*request[1:])))
     except (BrokenPipeError, ConnectionResetError):
         pass  # the parent is gone (a killed run): nothing to report to
     finally:
-        worker.close()
+        (worker.zygote if worker else zygote).close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # nothing left to tidy: skip tearing down torch and friends (seconds)
 
 
 class _Pool:
     """The worker processes: a fresh interpreter each (``python -c``, not a fork: no state inherited from
-    this one), talking over a socket pair (pickled messages, :mod:`multiprocessing.connection`)."""
+    this one), talking over a socket pair (pickled messages, :mod:`multiprocessing.connection`). They
+    start at once, before the chapters are prepared; :meth:`share` hands them the kits."""
 
-    def __init__(self, slots: int, setup: dict):
-        self.setup = setup
+    def __init__(self, slots: int, hide: list[Path]):
+        self.hide = hide
+        self.setup: bytes | None = None  # ("setup", ...) pickled, once shared: a restarted worker gets it too
         self.procs: dict[int, subprocess.Popen] = {}
         self.conns: dict[int, object] = {}
         for slot in range(slots):
@@ -334,9 +359,25 @@ class _Pool:
                                     filter(None, [str(Path(__file__).resolve().parents[2]),
                                                   os.environ.get("PYTHONPATH")]))})
         theirs.close()
-        # plain pickle: torch's own reducers (shared memory) would need a multiprocessing child's key
-        mine.send_bytes(pickle.dumps({**self.setup, "slot": slot}))
         self.procs[slot], self.conns[slot] = proc, mine
+        # a few bytes, which wait in the socket's buffer while the worker imports: this process goes on
+        self._send_bytes(slot, pickle.dumps({"slot": slot, "hide": self.hide}))
+        if self.setup is not None:
+            self._send_bytes(slot, self.setup)
+
+    def _send_bytes(self, slot: int, data: bytes) -> None:
+        try:
+            self.conns[slot].send_bytes(data)
+        except OSError:
+            pass  # the worker is gone already: wait() reports it as died, and it is restarted
+
+    def share(self, setup: dict) -> None:
+        """Hand every worker the setup, the prepared chapters' kits included (each reads it once its zygote
+        has started). Plain pickle: torch's own reducers (shared memory) would need a multiprocessing
+        child's key."""
+        self.setup = pickle.dumps(("setup", setup))
+        for slot in list(self.conns):
+            self._send_bytes(slot, self.setup)
 
     def restart(self, slot: int) -> None:
         self.stop(slot)
@@ -362,12 +403,14 @@ class _Pool:
                 got.append((slot, ("died", f"exit code {proc.returncode}")))
         return got
 
-    def stop(self, slot: int) -> None:
-        proc, conn = self.procs.pop(slot), self.conns.pop(slot)
+    def _ask_to_stop(self, slot: int) -> None:
         try:
-            conn.send(None)
+            self.conns[slot].send(None)
         except (OSError, ValueError):
             pass
+
+    def _reap(self, slot: int) -> None:
+        proc, conn = self.procs.pop(slot), self.conns.pop(slot)
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
@@ -379,9 +422,16 @@ class _Pool:
                 proc.wait()
         conn.close()
 
+    def stop(self, slot: int) -> None:
+        self._ask_to_stop(slot)
+        self._reap(slot)
+
     def close(self) -> None:
+        """Stop every worker: all asked first, then waited for, so that they wind down side by side."""
         for slot in list(self.procs):
-            self.stop(slot)
+            self._ask_to_stop(slot)
+        for slot in list(self.procs):
+            self._reap(slot)
 
 
 def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None = None,
@@ -393,7 +443,8 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     found, results = discover(course, submitted, chapters)
     found = [job for job in found if in_shard(f"{job.student}/{job.chapter.id}", shard)]
     results = [run for run in results if in_shard(f"{run.student}/{run.chapter}", shard)]
-    sources = {ch.id: nbformat.read(ch.notebook, as_version=4) for ch in course.chapters()}
+    raws = {ch.id: ch.notebook.read_bytes() for ch in course.chapters()}  # one read: key and kit from it
+    sources = {cid: nbformat.reads(raw.decode("utf-8"), as_version=4) for cid, raw in raws.items()}
     source_ids = {cid: grade_ids(nb) for cid, nb in sources.items()}
     course_cells = {cid: tamper.course_cells(nb) for cid, nb in sources.items()}
     if dry_run:
@@ -409,24 +460,21 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     ws.folder.mkdir(parents=True, exist_ok=True)
     limits = limits or Limits(wall=timeout)
     needed = sorted({job.chapter for job in found}, key=lambda ch: ch.number)
-    if needed:
-        _release(course, needed, ws)
-    # every per-chapter step, once, before any worker starts: the workers only read the result
-    kits = {ch.id: verdict.prepare_chapter(ch, ws.path("sandbox", "cases", ch.id)) for ch in needed}
-    for run in results:
-        runs.record(ws.db_url, run)
-        log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
     if not found:
+        for run in results:
+            runs.record(ws.db_url, run)
+            log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
         return results
     jobs_folder = ws.path("sandbox", "jobs")
     jobs_folder.mkdir(parents=True, exist_ok=True)
     os.chmod(jobs_folder, 0o700)
+    # everything a sandbox must not see, known before any worker starts: the course (the cache of prepared
+    # chapters, _build/cache/grading, is inside it), the workspace (the cases' copies), the submissions
     hide = sorted({course.root.resolve(), ws.folder.resolve(), submitted.resolve()})
     slots = max(1, min(jobs, len(found)))
     limits.threads = max(1, (os.cpu_count() or 1) // slots)
-    setup = {"course": course, "ws": ws, "kits": kits, "limits": limits, "hide": hide, "source_ids": source_ids,
-             "course_cells": course_cells}
-    bar = _Progress(len(found)) if progress else None
+    kits: dict = {}
+    bar = None
     pending = deque((job, 1, "") for job in found)  # (job, attempt, the first attempt's grader fault)
     idle: list[int] = []
     busy: dict[int, tuple[Job, int, str]] = {}
@@ -464,14 +512,30 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
             detail = f"{run.status}: {run.reason}"
         log(f"  {run.student:<16} {run.chapter:<16} {detail} ({run.seconds:.1f} s)")
 
-    pool = _Pool(slots, setup)
+    # The workers start first (each imports torch and starts its zygote: seconds) and wait for the kits,
+    # while this process records the chapters in the gradebook and prepares them (the cache makes that a
+    # read). Grading starts once every kit is shared, so a chapter whose preparation raises stops the run
+    # before any grade is written, as it always has.
+    pool = _Pool(slots, hide)
     try:
-        while pending or busy:
+        _release(course, needed, ws)
+        kits.update(_prepare(course, needed, ws, raws, sources, log))
+        pool.share({"course": course, "ws": ws, "kits": kits, "limits": limits, "source_ids": source_ids,
+                    "course_cells": course_cells})
+        for run in results:
+            runs.record(ws.db_url, run)
+            log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
+        bar = _Progress(len(found)) if progress else None
+
+        def dispatch() -> None:
             while pending and idle:
                 slot = idle.pop()
                 item = pending.popleft()
                 busy[slot] = item
-                pool.send(slot, (item[0], item[1]))
+                pool.send(slot, ("grade", item[0], item[1]))
+
+        while pending or busy:
+            dispatch()
             for slot, message in pool.wait():
                 kind = message[0]
                 if kind == "ready":
@@ -491,11 +555,28 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
                                   fault=f"the grading worker process died ({message[1]})")
                 else:
                     idle.append(slot)
+                    dispatch()  # the worker's next submission first, then this one's grades: it never waits
                     out = message[1]
                 finish(item, out)
     finally:
         pool.close()
     return results
+
+
+def _prepare(course: Course, chapters: list[Chapter], ws: Workspace, raws: dict[str, bytes], sources: dict,
+             log) -> dict:
+    """Every chapter's kit, once, in this process: from the cache of prepared chapters where it is fresh
+    (:mod:`grader.grading.prepared`), else prepared and stored; the cases land in the workspace."""
+    start = time.perf_counter()
+    shared = prepared.sources(course)
+    kits, cached = {}, 0
+    for ch in chapters:
+        kits[ch.id], hit = prepared.chapter_kit(course, ch, ws.path("sandbox", "cases", ch.id), raws[ch.id],
+                                                sources[ch.id], shared)
+        cached += hit
+    log(f"  {len(chapters)} chapter(s) ready to grade ({cached} from the cache of prepared chapters) in "
+        f"{time.perf_counter() - start:.1f} s")
+    return kits
 
 
 def _store(ws: Workspace, kits: dict, job: Job, out: Outcome, attempt: int) -> None:

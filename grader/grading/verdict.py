@@ -1,9 +1,10 @@
 """The grader's side of hardened autograding: what to run, and deciding the points where no student
 code ever ran.
 
-* :func:`prepare_chapter` reads the *instructor's* source notebook once per chapter and run: the test
-  cells, their points, their visible asserts and their hidden checks (read statically, never executed);
-  it generates every check's cases and computes the reference outputs here, in the trusted process.
+* :func:`prepare_chapter` reads the *instructor's* source notebook once per chapter: the test cells, their
+  points, their visible asserts and their hidden checks (read statically, never executed); it generates
+  every check's cases and computes the reference outputs here, in the trusted process
+  (:mod:`grader.grading.prepared` keeps the result for later runs).
 * :func:`plan` turns a student's notebook into the list of cells the sandbox runs: the student's code
   cells in their order, every graded test cell replaced by the instructor's visible part (a test cell the
   student edited, re-typed or deleted is restored, points included), demo cells skipped.
@@ -20,6 +21,7 @@ import json
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,25 +46,39 @@ class PreparedCheck:
     expected: list[Any] | None
 
 
-def prepare_chapter(chapter: Chapter, folder: Path) -> Kit:
-    """Read the source notebook's tests, generate the cases and the reference outputs."""
-    nb = nbformat.read(chapter.notebook, as_version=4)
+def build_kit(chapter: Chapter, nb: nbformat.NotebookNode,
+              prepared: Callable[[str, int, checks.Check], PreparedCheck]) -> Kit:
+    """The chapter's kit from its source notebook ``nb``: test cells, points, visible parts, and each hidden
+    check (read statically) as ``prepared(grade_id, k, check)`` makes it, ``k`` the check's place in its
+    cell. :func:`prepare_chapter` computes them; :mod:`grader.grading.prepared` reads them from its cache."""
     tests: dict[str, TestCell] = {}
     solution_ids = set()
-    shutil.rmtree(folder, ignore_errors=True)
     for ex in exercises(nb):
         solution_ids.add(ex.name)
         for cell in ex.tests:
             test = TestCell.of(cell, ex.name)
             for k, check in enumerate(checks.parse_checks(split_hidden(cell.source)[1])):
-                with torch.random.fork_rng(devices=[]):
-                    cases = checks.prepare(check)
-                    expected = checks.reference_outputs(check, cases)
-                where = folder / test.grade_id / str(k)
-                wire.write(where, cases)
-                test.checks.append(PreparedCheck(check, cases, where, expected))
+                test.checks.append(prepared(test.grade_id, k, check))
             tests[test.grade_id] = test
     return Kit(chapter, tests, solution_ids)
+
+
+def prepare_chapter(chapter: Chapter, folder: Path, nb: nbformat.NotebookNode | None = None) -> Kit:
+    """Read the source notebook's tests (``nb``, or the chapter's file), generate the cases (written under
+    ``folder``) and the reference outputs."""
+    if nb is None:
+        nb = nbformat.read(chapter.notebook, as_version=4)
+    shutil.rmtree(folder, ignore_errors=True)
+
+    def prepared(grade_id: str, k: int, check: checks.Check) -> PreparedCheck:
+        with torch.random.fork_rng(devices=[]):
+            cases = checks.prepare(check)
+            expected = checks.reference_outputs(check, cases)
+        where = folder / grade_id / str(k)
+        wire.write(where, cases)
+        return PreparedCheck(check, cases, where, expected)
+
+    return build_kit(chapter, nb, prepared)
 
 
 # ---------------------------------------------------------------------------------------------------

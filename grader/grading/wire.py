@@ -45,6 +45,7 @@ MAX_CELL_BYTES = 64 * 1024 * 1024  # one test cell's frame, arrays included
 MAX_STREAM_BYTES = 128 * 1024 * 1024  # everything one notebook sends back (the zygote stops there)
 NUMERIC_KINDS = "biufc"
 FRAME_HEADER = struct.Struct(">I")
+_NPY_VERSIONS = ((1, 0), (2, 0), (3, 0))  # the .npy format versions numpy reads
 
 assert 8 * MAX_ELEMENTS <= MAX_CASE_BYTES <= MAX_CELL_BYTES <= MAX_STREAM_BYTES
 
@@ -182,15 +183,20 @@ class _Reader:
             raise WireError(f"array {ref} has a bad header ({str(exc)[:200]})") from None
         if dtype.kind not in NUMERIC_KINDS or dtype.hasobject or dtype.fields is not None or dtype.subdtype:
             raise WireError(f"array {ref} has dtype {dtype}")
+        if version not in _NPY_VERSIONS or any(d < 0 for d in shape):
+            raise WireError(f"array {ref} has a bad header (version {version}, shape {str(shape)[:100]})")
         n = math.prod(shape)
         self.elements += n
         if self.elements > MAX_TOTAL_ELEMENTS:
             raise WireError("the results hold too many numbers")
         if len(data) - fh.tell() < n * dtype.itemsize:
             raise WireError(f"array {ref} is truncated")
+        # the data straight after the header just parsed, as np.load would read it (a fresh, writable,
+        # aligned array; a Fortran-ordered one transposed back), without parsing the header a second time
         try:
-            return np.load(io.BytesIO(data), allow_pickle=False)
-        except (ValueError, OSError) as exc:
+            flat = np.frombuffer(data, dtype=dtype, count=n, offset=fh.tell()).copy()
+            return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+        except (ValueError, TypeError, MemoryError) as exc:
             raise WireError(f"array {ref} cannot be read ({str(exc)[:200]})") from None
 
     def decode(self, x: Any, depth: int = 0) -> Any:
