@@ -44,6 +44,13 @@ class Chapter:
         return f"solutions.{self.slug}"
 
 
+def source_files(path: Path) -> list[Path]:
+    """``path`` itself, or the files under it in a stable order, without Python's and Jupyter's caches: what a
+    content key (the book's execution cache, the release's record) is computed over."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return [f for f in files if "__pycache__" not in f.parts and ".ipynb_checkpoints" not in f.parts]
+
+
 def find_root(start: Path | None = None) -> Path:
     """The course root: the nearest folder above ``start`` holding ``nbgrader_config.py`` and ``book/``."""
     env = os.environ.get("COURSE_ROOT")

@@ -12,7 +12,7 @@ from pathlib import Path
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .cells import is_claim
-from .course import Chapter, Course, GraderError, Workspace
+from .course import Chapter, Course, GraderError, Workspace, source_files
 from .nbgrader_run import nbgrader
 
 
@@ -33,11 +33,8 @@ class RemoveClaimCells(NbGraderPreprocessor):
 def _digest(*paths: Path) -> str:
     h = hashlib.sha256()
     for path in paths:
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-        for f in files:
-            if "__pycache__" in f.parts or ".ipynb_checkpoints" in f.parts:
-                continue
-            h.update(str(f.name).encode())
+        for f in source_files(path):
+            h.update(str(f.relative_to(path.parent)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 
 from ..cells import is_claim
-from ..course import Chapter, Course
+from ..course import Chapter, Course, source_files
 from ..execute import FIGURE_KERNEL, execute_many, parallel_kernels
 from .deps import DEPENDENCIES, dependency_map
 from .view import student_view
@@ -37,10 +37,7 @@ def executable_part(path: Path) -> bytes:
 
 
 def _hash_tree(h: hashlib._Hash, path: Path, root: Path) -> None:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        if "__pycache__" in f.parts or ".ipynb_checkpoints" in f.parts:
-            continue
+    for f in source_files(path):
         h.update(str(f.relative_to(root)).encode())
         h.update(executable_part(f) if f.suffix == ".ipynb" else f.read_bytes())
 
@@ -226,15 +223,16 @@ def stage(course: Course, chapters: list[Chapter], out: Path, *, instructor: boo
     """Lay out the book under ``out``: the pages of ``book/`` plus each chapter's processed notebook."""
     wanted: set[Path] = set()
     notebooks = {ch.notebook for ch in course.chapters()}
-    pages = [src for src in sorted(course.book.rglob("*.ipynb")) if src not in notebooks and _is_page(course, src)]
+    pages = {src: _page_key(course, src) for src in sorted(course.book.rglob("*.ipynb"))
+             if src not in notebooks and _is_page(course, src)}
     executed = execute_stale(course, [(ch.id, cache_key(course, ch), ch.notebook) for ch in chapters]
-                             + [(*_page_key(course, src), src) for src in pages], log)
+                             + [(*key, src) for src, key in pages.items()], log)
     for src in sorted(course.book.rglob("*")):
         rel = src.relative_to(course.book)
         if not src.is_file() or src in notebooks or not _is_page(course, src):
             continue
         if src.suffix == ".ipynb":
-            data = nbformat.writes(hide_claims(executed[_page_key(course, src)[0]])).encode()
+            data = nbformat.writes(hide_claims(executed[pages[src][0]])).encode()
         else:
             data = src.read_bytes()
         _write_if_changed(out / rel, data)
