@@ -290,12 +290,29 @@ def test_a_chapter_that_cannot_be_prepared_stops_the_run_and_its_workers(tmp_pat
 
     monkeypatch.setattr(prepared, "chapter_kit", broken)
     ws = COURSE.workspace(tmp_path / "w")
+    # Processes this test process already had (a multiprocessing helper, a pool an earlier module left for its
+    # own teardown) are not this run's: only what the run started must be gone.
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(RuntimeError, match="a broken case generator"):
         ag.autograde(COURSE, tmp_path / "in", workspace=ws, jobs=2, log=lambda *_: None, progress=False)
-    alive = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
-    zygotes = []
-    for p in psutil.process_iter(["cmdline"]):
-        if str(ws.folder) in " ".join(p.info["cmdline"] or []):
-            zygotes.append(p)
-    assert not alive and not zygotes, "a worker or a zygote outlived the failed run"
+
+    def survivors() -> list[psutil.Process]:
+        out = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        for p in psutil.process_iter(["cmdline"]):
+            if str(ws.folder) in " ".join(p.info["cmdline"] or []) and p not in out:
+                out.append(p)
+        return out
+
+    left = survivors()
+    if left:  # a killed process can take a moment to be reaped; it must go without anyone's help
+        psutil.wait_procs(left, timeout=5)
+        left = [p for p in survivors() if p.is_running()]
+    assert not left, "a worker or a zygote outlived the failed run: " + "; ".join(
+        f"{p.pid} {' '.join(p.cmdline())[:200]}" for p in left if p.is_running())
     assert runs.load(ws.db_url) == {}  # nothing graded, nothing recorded

@@ -41,6 +41,7 @@ from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 
 import nbformat
+import psutil
 
 from ..cells import grade_ids
 from ..course import Chapter, Course, GraderError, UsageError, Workspace
@@ -414,12 +415,24 @@ class _Pool:
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
+            # A worker too slow to stop (still importing under load) is terminated; its zygote and that
+            # zygote's sandboxes go with it, never left behind as orphans.
+            try:
+                below = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                below = []
             proc.terminate()
             try:
                 proc.wait(5)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            for child in below:
+                try:
+                    child.kill()
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(below, timeout=5)
         conn.close()
 
     def stop(self, slot: int) -> None:
