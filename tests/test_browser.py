@@ -21,7 +21,8 @@ the site blocked, and checks what a reader sees on a phone (390 px), a tablet (9
 A screenshot (JPEG) of every page at every width and scheme is kept under ``_build/screenshots/``: the whole
 page on a phone in the light scheme, the first screen elsewhere.
 One browser serves the whole module, one context each screen; the throttled loads get a fresh context
-(an empty cache).
+(an empty cache). A page is loaded once per width: its second colour scheme is checked on the same page with
+the OS scheme switched under it (:func:`_screens` says which scheme loads first).
 """
 
 from __future__ import annotations
@@ -198,6 +199,18 @@ class Visit:
         self.page.evaluate("() => document.fonts.ready.then(() => true)")
         if throttle:
             self.page.wait_for_load_state("networkidle")
+
+    def switch_scheme(self, scheme: str) -> None:
+        """The OS colour scheme changes under the loaded page (the theme follows it in its "auto" mode);
+        back to the top, as the first screen is what is captured."""
+        self.page.emulate_media(color_scheme=scheme)
+        try:
+            self.page.wait_for_function(f"() => document.documentElement.dataset.theme === '{scheme}'",
+                                        timeout=5_000, polling=50)
+        except Exception:
+            pass  # the scheme check reports what the page shows
+        self.page.evaluate("() => new Promise(ok => { scrollTo(0, 0); requestAnimationFrame(() =>"
+                           " requestAnimationFrame(ok)); })")
 
     def load_images(self) -> None:
         """Figures load lazily (when scrolled to); fetch them all now, as a reader scrolling through would."""
@@ -384,12 +397,52 @@ def _check_navigation(visit: Visit, name: str, width: int) -> None:
     assert visit.wait_shown(toc, False), f"{at}: the page contents do not close"
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", PAGES)
-def test_page_on_every_screen(browser, contexts, server, name, width, scheme):
+def _screens() -> list[tuple[str, int, str]]:
+    """Every (page, width, scheme), the two schemes of a page and width next to each other. The first of the
+    two loads the page in its scheme; the second takes that loaded page and switches the OS scheme under it
+    (:func:`_visit_on`), as a reader who changes it while reading does. Which scheme loads first alternates
+    from one (page, width) to the next, so every page is loaded fresh in both schemes (at different widths)
+    and the theme's switch at load and its switch on a change are both exercised on every page."""
+    out = []
+    for i, (name, width) in enumerate((n, w) for n in PAGES for w in WIDTHS):
+        for scheme in (SCHEMES if i % 2 == 0 else SCHEMES[::-1]):
+            out.append((name, width, scheme))
+    return out
+
+
+SCREENS = _screens()
+LOADS_FIRST = {(n, w): s for n, w, s in reversed(SCREENS)}  # the scheme a (page, width) is loaded in
+_LOADED: dict[tuple[str, int], Visit] = {}  # a page loaded by the first of its pair, waiting for the second
+
+
+@pytest.fixture(scope="module")
+def loaded_pages():
+    yield _LOADED
+    for visit in _LOADED.values():
+        visit.close()
+    _LOADED.clear()
+
+
+def _visit_on(browser, contexts, server, loaded, name: str, width: int, scheme: str) -> tuple[Visit, bool]:
+    """The visit for one screen and whether to keep it open for its pair's second scheme: a fresh load in
+    the scheme it is loaded in first, else that same page switched to this scheme (a fresh load when it is
+    not there, e.g. one test selected alone)."""
+    if LOADS_FIRST[(name, width)] == scheme:
+        for stale in loaded.values():  # a pair whose second half was not selected
+            stale.close()
+        loaded.clear()
+        return Visit(browser, server, _page_path(name), context=contexts(width, scheme)), True
+    visit = loaded.pop((name, width), None)
+    if visit is None:
+        return Visit(browser, server, _page_path(name), context=contexts(width, scheme)), False
+    visit.switch_scheme(scheme)
+    return visit, False
+
+
+@pytest.mark.parametrize(("name", "width", "scheme"), SCREENS, ids=[f"{n}-{w}-{s}" for n, w, s in SCREENS])
+def test_page_on_every_screen(browser, contexts, server, loaded_pages, name, width, scheme):
     """Every check runs and the failure lists all that failed, so one run shows the whole picture."""
-    visit = Visit(browser, server, _page_path(name), context=contexts(width, scheme))
+    visit, keep = _visit_on(browser, contexts, server, loaded_pages, name, width, scheme)
     problems: list[str] = []
 
     def check(step, *args):
@@ -428,7 +481,10 @@ def test_page_on_every_screen(browser, contexts, server, name, width, scheme):
         check(_check_language, visit, name, width)
         check(_check_icons, visit, name, width)
     finally:
-        visit.close()
+        if keep:
+            loaded_pages[(name, width)] = visit
+        else:
+            visit.close()
     assert not problems, "\n".join(problems)
 
 
