@@ -8,7 +8,7 @@ import shutil
 import nbformat
 import pytest
 
-from grader.book.stage import cache_key, with_current_text
+from grader.book.stage import cache_key, mark_exercises, with_current_text
 from grader.book.view import LeakError, student_view
 from grader.course import Course
 from grader.execute import ExecutionFailed, execute, execute_many
@@ -61,6 +61,23 @@ def test_a_cached_execution_takes_the_current_prose():
     merged = with_current_text(executed, source)
     assert merged.cells[0].source == "new text" and merged.cells[1].outputs == executed.cells[1].outputs
     assert source.cells[1].outputs == [], "the source is not modified"
+
+
+def test_the_published_page_of_an_unchanged_chapter_is_the_same_bytes_every_time():
+    """Sphinx re-reads a page whose staged file changed: the notes the stage adds after each exercise
+    carry ids derived from the stub's, not random ones, so that an unchanged chapter stages the same bytes
+    and a rebuild reads nothing again (random ids made every chapter re-read in both languages)."""
+    def staged():
+        nb = notebook(nbformat.v4.new_markdown_cell("intro"), solution_cell("def f():\n    return 1"),
+                      solution_cell("def g():\n    return 2", grade_id="g"))
+        for i, cell in enumerate(nb.cells):
+            cell.id = f"cell-{i}"
+        return nbformat.writes(mark_exercises(nb))
+
+    first = staged()
+    assert first == staged()
+    ids = [c.id for c in nbformat.reads(first, as_version=4).cells]
+    assert len(ids) == 5 and len(set(ids)) == 5, ids
 
 
 def test_student_view_replaces_solutions_drops_hidden_tests_and_keeps_outputs():

@@ -216,6 +216,9 @@ def build_sites(course: Course, staged: Path, out_html: Path, languages: list[st
         shutil.rmtree(out_html)
     _theme_static(course)  # shared by every build: written once, before they start
     fetch_mathjax(course.root, log=log)
+    # imported before the fork, so that the children inherit it (jsonschema compiles ~40 grammars on
+    # import: seconds of CPU, paid once instead of once a process)
+    import jupyter_book.sphinx  # noqa: F401
     common = {"strict": strict, "fresh": fresh, "launch": launch, "log": log}
     sites: list[Path] = [out_html]
     workers = min(len(languages), parallel_kernels() - 1)

@@ -194,7 +194,11 @@ def mark_exercises(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         if grading.get("solution") and not grading.get("grade"):
             if "exercise" not in tags:
                 tags.append("exercise")
-            cells.append(nbformat.v4.new_markdown_cell(REFERENCE_NOTE))
+            # an id derived from the stub's, not a random one: an unchanged chapter stages the same bytes,
+            # and Sphinx re-reads nothing (a random id made it re-read every chapter in both languages)
+            note = nbformat.v4.new_markdown_cell(REFERENCE_NOTE)
+            note.id = f"{cell.get('id') or len(cells)}-ref"[:64]
+            cells.append(note)
         elif grading.get("grade"):
             tags.extend(t for t in ("graded-test", "hide-input") if t not in tags)
     nb.cells = cells
