@@ -292,10 +292,31 @@ def escape_name(host: Path) -> str:
     return "rt-escape-" + hashlib.sha256(str(host).encode()).hexdigest()[:12]
 
 
+def escape_ipc_key(host: Path) -> int:
+    """The SysV IPC key the namespace attack creates a shared-memory segment under (and leaves behind)."""
+    return int(hashlib.sha256(f"ipc:{host}".encode()).hexdigest()[:7], 16)
+
+
+def _host_segments(key: int) -> list[int]:
+    """The ids of the host's SysV shared-memory segments with ``key`` (``/proc/sysvipc/shm``)."""
+    try:
+        rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    return [int(cols[1]) for cols in (r.split() for r in rows) if len(cols) > 1 and int(cols[0]) == key]
+
+
 def host_traces(host: Path, remove: bool = False) -> list[str]:
     """What an escape would have left on the host: files named :func:`escape_name` in the shared folders,
-    a changed canary, anything new in ``host`` (``remove``: delete the files found in shared folders)."""
+    a SysV segment under :func:`escape_ipc_key`, a changed canary, anything new in ``host`` (``remove``:
+    delete the files found in shared folders and the segment)."""
     found = []
+    for shmid in _host_segments(escape_ipc_key(host)):
+        found.append(f"SysV shared memory segment {shmid} (key {escape_ipc_key(host):#x})")
+        if remove:
+            import ctypes
+
+            ctypes.CDLL(None).shmctl(shmid, 0, None)  # IPC_RMID
     for folder in SHARED:
         for p in Path(folder).glob(escape_name(host) + "*") if Path(folder).is_dir() else []:
             found.append(str(p))
@@ -372,6 +393,27 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
     put("rt-correct-host-writes", _insert_after_setup(good, writes),
         about="correct answers + writes to the host's /tmp, /var/tmp, /dev/shm, /run/lock, a canary, sockets",
         score=full)
+    # namespaces (issue 27, class 9): a user namespace made inside the sandbox (root of its own), and a SysV
+    # segment left behind, which outlives the job in the host's IPC namespace. Each answer is broken when the
+    # user namespace could be made, so the case keeps its points only where the sandbox refuses it.
+    namespaces = (
+        "import ctypes, os, subprocess\n"
+        "_libc = ctypes.CDLL(None, use_errno=True)\n"
+        "_pid = os.fork()\n"
+        "if _pid == 0:\n"
+        "    os._exit(0 if _libc.unshare(0x10000000) == 0 else 1)  # CLONE_NEWUSER, in a one-thread child\n"
+        "_USERNS = os.waitstatus_to_exitcode(os.waitpid(_pid, 0)[1]) == 0\n"
+        "try:\n"
+        "    _USERNS = _USERNS or subprocess.run(['unshare', '-Ur', 'true'], capture_output=True,\n"
+        "                                        timeout=30).returncode == 0\n"
+        "except Exception:\n"
+        "    pass\n"
+        f"_libc.shmget({escape_ipc_key(host)}, 4096, 0o1000 | 0o600)  # IPC_CREAT, never removed\n")
+    broken = "".join(f"\nif _USERNS:\n    {n} = None\n" for n in correct)
+    put("rt-correct-namespaces", _insert_after_setup(samples.fill(released, {ex: correct[ex] + broken
+                                                                             for ex in correct}), namespaces),
+        about="correct answers, broken if a user namespace can be made; + a SysV segment left behind",
+        score=full, status="flagged", reason="internals")
     # class 2: results forged by the process that ran the student's code
     forge = (
         "import os, sys, json, struct\n"

@@ -10,8 +10,9 @@ moved pipe to file by ``splice``), so nothing of one submission can be found in 
 The notebook's process, before any student code runs:
 
 * leaves the zygote's session and stdio (student output never reaches the protocol pipe);
-* is PID 1 of new mount, network and PID namespaces (``unshare``): no network at all (only a downed
-  loopback, no abstract Unix sockets of the host), and killing it kills every process it started;
+* is PID 1 of new mount, network, PID and IPC namespaces (``unshare``): no network at all (only a downed
+  loopback, no abstract Unix sockets of the host), SysV IPC objects of its own that die with the job, and
+  killing it kills every process it started;
 * gets a root built from an **allow-list** (:func:`_enter_root`) and entered with ``pivot_root``, the host's
   tree detached: a read-only Python installation and system directories (``/usr``, ``/lib*``, symlinks
   ``/bin`` ...), a handful of read-only files of ``/etc`` plus a generated ``passwd``, ``/dev`` with
@@ -19,7 +20,8 @@ The notebook's process, before any student code runs:
   any course folder that an allowed directory would show is covered;
 * closes every descriptor except stdin/stdout/stderr (``/dev/null``) and the write end of the results
   pipe (fd 3), and checks that nothing else is open (:func:`_close_fds`), or refuses to run;
-* sets rlimits (CPU seconds, address space, processes, file size, no core files), ``no_new_privs``, drops
+* sets rlimits (CPU seconds, address space, processes, file size, no core files), ``no_new_privs``, a
+  seccomp filter (:mod:`grader.grading.seccomp`: no new namespaces, no ptrace, no kernel interfaces), drops
   to an unprivileged user of its own (one uid per worker, so workers cannot touch each other), clears the
   environment (no grading-mode signal: the variables are those of a plain kernel), and changes into an
   empty working folder.
@@ -51,9 +53,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import seccomp
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
+NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 MNT_DETACH = 2
@@ -328,7 +334,7 @@ def probe() -> str:
         code = 1
         try:
             os.dup2(os.open(os.devnull, os.O_RDWR), 2)
-            if _libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID) == 0:
+            if _libc.unshare(NAMESPACES) == 0:
                 code = 2
                 _enter_root(Limits(), BASE_UID, [], proc=False)
                 code = 0
@@ -338,8 +344,10 @@ def probe() -> str:
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code == 0:
-        return ("full: mount, network and PID namespaces, an allow-list root (pivot_root), "
-                "an unprivileged uid, rlimits")
+        return ("full: mount, network, PID and IPC namespaces, an allow-list root (pivot_root), "
+                "an unprivileged uid, rlimits, "
+                + ("a seccomp filter (no new namespaces, no ptrace)" if seccomp.supported()
+                   else f"no seccomp filter (no table for {platform.machine()})"))
     if code == 2:
         return "weak: the allow-list root could not be built here, so an unprivileged uid and rlimits only"
     return "weak: unshare() is not permitted here (a container?), so an unprivileged uid and rlimits only"
@@ -502,11 +510,17 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
         work = weak_work
     _close_fds({0, 1, 2, RESULTS_FD})
     _limit(limits)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if os.geteuid() == 0:
-        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+    if seccomp.supported():
+        try:
+            seccomp.install()  # no new namespaces, no ptrace, no kernel interfaces (grader.grading.seccomp)
+        except OSError:
+            if full:
+                raise  # fail closed: full isolation includes the filter
     os.chdir(work)
     os.umask(0o077)
     sys.argv[:] = ["ipykernel_launcher.py"]
@@ -535,7 +549,7 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
     os.close(devnull)
     os.setsid()
     if full:
-        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare")
+        _check(_libc.unshare(NAMESPACES), "unshare")
     child = os.fork()
     if child == 0:
         os.close(report_fd)
