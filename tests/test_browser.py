@@ -411,30 +411,30 @@ def _screens() -> list[tuple[str, int, str]]:
 
 
 SCREENS = _screens()
-LOADS_FIRST = {(n, w): s for n, w, s in reversed(SCREENS)}  # the scheme a (page, width) is loaded in
-_LOADED: dict[tuple[str, int], Visit] = {}  # a page loaded by the first of its pair, waiting for the second
+LOADS_FIRST = {(n, w): s for n, w, s in SCREENS[::2]}  # the scheme a (page, width) is loaded in
 
 
 @pytest.fixture(scope="module")
 def loaded_pages():
-    yield _LOADED
-    for visit in _LOADED.values():
+    """A page loaded by the first of its pair, waiting for the second: ``{(page, width): Visit}``."""
+    loaded: dict[tuple[str, int], Visit] = {}
+    yield loaded
+    for visit in loaded.values():
         visit.close()
-    _LOADED.clear()
 
 
 def _visit_on(browser, contexts, server, loaded, name: str, width: int, scheme: str) -> tuple[Visit, bool]:
     """The visit for one screen and whether to keep it open for its pair's second scheme: a fresh load in
     the scheme it is loaded in first, else that same page switched to this scheme (a fresh load when it is
     not there, e.g. one test selected alone)."""
-    if LOADS_FIRST[(name, width)] == scheme:
+    first = LOADS_FIRST[(name, width)] == scheme
+    if first:
         for stale in loaded.values():  # a pair whose second half was not selected
             stale.close()
         loaded.clear()
-        return Visit(browser, server, _page_path(name), context=contexts(width, scheme)), True
-    visit = loaded.pop((name, width), None)
+    visit = None if first else loaded.pop((name, width), None)
     if visit is None:
-        return Visit(browser, server, _page_path(name), context=contexts(width, scheme)), False
+        return Visit(browser, server, _page_path(name), context=contexts(width, scheme)), first
     visit.switch_scheme(scheme)
     return visit, False
 
