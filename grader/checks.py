@@ -538,8 +538,9 @@ def _status_bytes(field: str) -> int:
 
 def _reset_peak_rss() -> int:
     """Reset the kernel's peak-resident-memory mark of this process (``/proc/self/clear_refs``: 5) and
-    return the resident memory now, bytes; -1 where the machine offers no such reset (then only the
-    per-operator meter and tracemalloc judge memory). The mark covers every thread and every mapping."""
+    return the resident memory now, bytes; -1 where the process cannot reset it (no such file, or not its
+    own: then :func:`judge` fails the case, a bound nobody measured is not met). The mark covers every
+    thread and every mapping."""
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
@@ -825,6 +826,11 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: li
                                   f"on {_where(case.label, '')}; the limit is "
                                   f"{8 * case.max_numel + PYTHON_ALLOWANCE:,}: work in blocks")
             allowed = 8 * max(case.max_live or 0, 2 * case.max_numel) + RSS_ALLOWANCE
+            if outcome.rss_growth < 0:  # fail closed: a bound nobody could measure is not met
+                raise CheckFailed(f"`{check.target}` could not have its memory measured on "
+                                  f"{_where(case.label, '')} (no peak-resident-memory reading here), so this "
+                                  "memory-bounded case is not passed: the instructor should grade it again on "
+                                  "a Linux machine with /proc/self/clear_refs")
             if outcome.rss_growth > allowed:
                 raise CheckFailed(f"`{check.target}` grew the process's memory by {outcome.rss_growth:,} bytes "
                                   f"on {_where(case.label, '')}; the limit is {allowed:,} (tensors made on other "

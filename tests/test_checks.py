@@ -521,3 +521,13 @@ def test_resident_memory_catches_a_matrix_built_in_mmap(fn):
     run_local(check, blockwise_logsumexp)
     with pytest.raises(CheckFailed, match="grew the process's memory"):
         run_local(check, fn)
+
+
+def test_a_memory_bound_that_could_not_be_measured_fails_the_case(monkeypatch):
+    """Fail closed: where the peak-resident-memory reset is refused (as it was in the sandbox after the uid
+    drop), a memory-bounded case is not passed, whatever the operator meter and tracemalloc saw."""
+    check = Check("close", "f", f"{__name__}:long_rowsum_cases", reference=f"{__name__}:blockwise_logsumexp",
+                  atol=1e-3, rtol=1e-4)
+    monkeypatch.setattr(checks, "_reset_peak_rss", lambda: -1)
+    with pytest.raises(CheckFailed, match="could not have its memory measured"):
+        run_local(check, blockwise_logsumexp)

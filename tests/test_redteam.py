@@ -41,6 +41,7 @@ def graded(tmp_path_factory):
     (host / "canary.txt").chmod(0o666)
     others = [ch for ch in COURSE.chapters() if ch.slug != "qkv"]
     expect = redteam.build(COURSE, inbox, workdir=ws.folder, other=others[0] if others else None, host=host)
+    expect.update(redteam.build_memory(COURSE, inbox))
     course_files = [COURSE.root / "solutions", COURSE.book]
     before = _fingerprint(course_files)
     traces_before = redteam.host_traces(host)

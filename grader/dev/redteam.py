@@ -284,6 +284,36 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
     return expect
 
 
+MMAP_JACOBIAN = """
+import mmap as _mmap
+_softmax_backward = softmax_backward
+def softmax_backward(grad_p, p, dim=-1):
+    jacobians = _mmap.mmap(-1, 128 << 20)  # 128 MiB of Jacobians, where no tensor meter or tracemalloc looks
+    for i in range(0, len(jacobians), 4096):
+        jacobians[i] = 1  # every page touched: resident
+    jacobians.close()
+    return _softmax_backward(grad_p, p, dim)
+"""
+
+
+def build_memory(course: Course, inbox: Path) -> dict[str, Expect]:
+    """The memory meter's case (issue 27, class 3), in chapter 7, whose ``softmax_backward`` is bounded to
+    twice its input: correct answers, except that it first fills 128 MiB of anonymous ``mmap`` (the
+    Jacobians it was told not to build). Only the kernel's peak-resident-memory mark sees that memory,
+    and the sandbox once could not reset it (its /proc files were root's after the uid drop), so the case
+    passed; it must lose ``softmax_backward``'s points and nothing else."""
+    ch = course.chapter("backprop")
+    released = samples.released(course, ch)
+    points = samples.exercise_points(released)
+    correct = {ex: v["correct"] for ex, v in samples.student_code(course, ch).items()}
+    name = "rt-wrong-mmap-jacobian"
+    code = {**correct, "softmax_backward": correct["softmax_backward"] + MMAP_JACOBIAN}
+    samples.hand_in(inbox, name, ch, samples.fill(released, code))
+    # importing mmap is flagged for review too; the points are what the kernel's mark decides
+    return {name: Expect(sum(points.values()) - points["softmax_backward"], "flagged", "imports mmap",
+                         "chapter 7: correct answers, but softmax_backward first fills 128 MiB of mmap")}
+
+
 SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/lock/grader-sandbox")
 
 

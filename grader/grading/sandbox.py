@@ -22,7 +22,8 @@ The notebook's process, before any student code runs:
   pipe (fd 3), and checks that nothing else is open (:func:`_close_fds`), or refuses to run;
 * sets rlimits (CPU seconds, address space, processes, file size, no core files), ``no_new_privs``, a
   seccomp filter (:mod:`grader.grading.seccomp`: no new namespaces, no ptrace, no kernel interfaces), drops
-  to an unprivileged user of its own (one uid per worker, so workers cannot touch each other), clears the
+  to an unprivileged user of its own (one uid per worker, so workers cannot touch each other; dumpable
+  again, so that its own ``/proc/self`` files are its own and the memory meter can reset its peak), clears the
   environment (no grading-mode signal: the variables are those of a plain kernel), and changes into an
   empty working folder.
 
@@ -61,6 +62,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_DUMPABLE = 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}.get(platform.machine())
 
 RESULTS_FD = 3  # the results pipe's write end, inside the sandbox
@@ -512,6 +514,11 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+        # the uid change made the process undumpable, which hands its /proc files to root: the memory
+        # meter could no longer reset its own peak (/proc/self/clear_refs) and memory-bounded cases would
+        # fail for everyone. Dumpable again, they are the job's uid's, which only this job runs as; ptrace
+        # stays denied by the filter below and core files by RLIMIT_CORE = 0.
+        _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
     if seccomp.supported():
         try:
             seccomp.install()  # no new namespaces, no ptrace, no kernel interfaces (grader.grading.seccomp)
