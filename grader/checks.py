@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 __all__ = [
     "Array",
@@ -200,6 +200,16 @@ def resolve(path: str) -> Any:
 # plain data
 
 
+#: The tensor methods that read a result or an input for the verdict, taken from torch's C base class:
+#: that class is immutable, so a cell that patches ``torch.Tensor.detach`` (or ``.cpu``, ``.numpy``, a
+#: property...) changes what its own code calls, not what the grader reads (the attack: an in-place
+#: softmax whose patched ``detach`` shows a clean copy of the input it overwrote). The copy is made with
+#: torch-function and dispatch modes off (taken here too), so a mode left pushed by a cell cannot answer
+#: for ``detach`` either.
+_TB = torch._C.TensorBase
+_DISABLE_MODES = _disable_current_modes
+
+
 def to_plain(x: Any, _depth: int = 0) -> Any:
     """Convert a returned value to plain data, refusing anything that could lie to a comparison.
 
@@ -211,23 +221,25 @@ def to_plain(x: Any, _depth: int = 0) -> Any:
         raise TypeError("returned a structure nested too deeply")
     t = type(x)
     if t is torch.Tensor or t is torch.nn.Parameter:
-        if x.numel() > MAX_ELEMENTS:
-            raise TypeError(f"returned a tensor with {x.numel()} elements (limit {MAX_ELEMENTS})")
-        if x.layout != torch.strided or x.is_quantized:
-            raise TypeError(f"returned a tensor with unsupported layout {x.layout}")
-        dtype = str(x.dtype).removeprefix("torch.")
-        base = torch.Tensor.detach(x).cpu()
-        if base.dtype in (torch.bfloat16, torch.float16):
-            base = base.float()
-        if base.is_complex():
-            base = base.resolve_conj()
-        return Array("torch", dtype, base.resolve_neg().numpy().copy())
+        if _TB.numel(x) > MAX_ELEMENTS:
+            raise TypeError(f"returned a tensor with {_TB.numel(x)} elements (limit {MAX_ELEMENTS})")
+        layout = _TB.layout.__get__(x)
+        if layout != torch.strided or _TB.is_quantized.__get__(x):
+            raise TypeError(f"returned a tensor with unsupported layout {layout}")
+        dtype = str(_TB.dtype.__get__(x)).removeprefix("torch.")
+        with torch._C.DisableTorchFunction(), _DISABLE_MODES():  # modes a cell left pushed do not see this
+            base = _TB.cpu(_TB.detach(x))
+            if _TB.dtype.__get__(base) in (torch.bfloat16, torch.float16):
+                base = _TB.float(base)
+            if _TB.is_complex(base):
+                base = _TB.resolve_conj(base)
+            return Array("torch", dtype, np.ndarray.copy(_TB.numpy(_TB.resolve_neg(base))))
     if t is np.ndarray:
         if x.dtype.kind not in "biufc":
             raise TypeError(f"returned a numpy array of dtype {x.dtype}")
         if x.size > MAX_ELEMENTS:
             raise TypeError(f"returned an array with {x.size} elements (limit {MAX_ELEMENTS})")
-        return Array("numpy", str(x.dtype), np.array(x, copy=True))
+        return Array("numpy", str(x.dtype), np.ndarray.copy(x))
     if t is bool or t is np.bool_:
         return bool(x)
     if t is int or t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):

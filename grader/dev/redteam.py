@@ -193,6 +193,24 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
     put("rt-wrong-tensor-subclass", samples.fill(released, {**wrong, first: wrong[first] + liar_tf}),
         about="wrong answers returned as a Tensor subclass whose __torch_function__ lies", score=0)
 
+    # an in-place softmax that hides what it did to its input behind a patched Tensor.detach
+    hide_inplace = ("\nimport torch as _torch\n"
+                    "_real_softmax, _real_detach, _clean = softmax, _torch.Tensor.detach, {}\n"
+                    "def _detach(self):\n"
+                    "    kept = _clean.get(id(self))\n"
+                    "    return kept[1] if kept is not None and kept[0] is self else _real_detach(self)\n"
+                    "_torch.Tensor.detach = _detach\n"
+                    "def softmax(x, dim=-1):\n"
+                    "    out = _real_softmax(x, dim)\n"
+                    "    if isinstance(x, _torch.Tensor):\n"
+                    "        _clean[id(x)] = (x, _real_detach(x).clone())\n"
+                    "        x.zero_()  # the input overwritten, as an in-place softmax would\n"
+                    "    return out\n")
+    put("rt-wrong-detach-hides-inplace", samples.fill(released, {**correct, "softmax": correct["softmax"]
+                                                                  + hide_inplace}),
+        about="softmax overwrites its input and patches Tensor.detach to show the grader a clean copy",
+        score=full - points["softmax"])
+
     # tampering with the locked test cells
     edited = copy.deepcopy(bad)
     for cell in _test_cells(edited):
