@@ -371,12 +371,19 @@ class _BannedOpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-#: Banning a family's head bans the family: ``exp(log_softmax(x))`` is a softmax, whatever its name.
+#: Banning a family's head bans the family: ``exp(log_softmax(x))`` is a softmax, whatever its name, and so
+#: are the masked, sparse and nested kernels, and fused attention (identity keys and values make it one).
+#: Pure-Python decompositions (``torch._refs.softmax``) reach no kernel of their own: they are private
+#: names, which the reading outside the sandbox flags (:mod:`grader.grading.tamper`).
 FAMILIES: dict[str, tuple[str, ...]] = {
     "torch.softmax": ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax",
                       "torch.special.softmax", "torch.log_softmax", "torch.Tensor.log_softmax",
-                      "torch.nn.functional.log_softmax", "torch.special.log_softmax", "aten._softmax",
-                      "aten._log_softmax", "aten._safe_softmax"),
+                      "torch.nn.functional.log_softmax", "torch.special.log_softmax", "torch.sparse.softmax",
+                      "torch.sparse.log_softmax", "torch.nn.functional.scaled_dot_product_attention",
+                      "torch.nn.functional.multi_head_attention_forward", "aten._softmax", "aten._log_softmax",
+                      "aten._safe_softmax", "aten._masked_softmax", "aten._sparse_softmax", "aten._sparse_log_softmax",
+                      "aten._nested_tensor_softmax_with_shape", "aten._scaled_dot_product*",
+                      "aten._native_multi_head_attention", "aten._transformer_encoder_layer_fwd"),
     "torch.nn.functional.scaled_dot_product_attention": (
         "torch.nn.functional.scaled_dot_product_attention", "aten._scaled_dot_product*"),
 }

@@ -413,6 +413,27 @@ def test_banning_a_family_head_bans_the_family():
     assert out.banned_calls
 
 
+def test_the_softmax_family_covers_its_masked_sparse_and_fused_attention_kernels():
+    """Issue 27, class 5: a softmax computed by fused attention with identity keys and values, by the
+    sparse softmax or by the masked one is the banned family too."""
+    x = torch.randn(4, 4, dtype=torch.float64)
+
+    def via_attention(x):
+        eye = torch.eye(x.shape[-1], dtype=x.dtype)[None]
+        return F.scaled_dot_product_attention(x[None] * x.shape[-1] ** 0.5, eye, eye)[0]
+
+    def via_sparse(x):
+        return torch.sparse.softmax(x.to_sparse(), -1).to_dense()
+
+    def via_masked(x):
+        return torch._masked_softmax(x, torch.zeros_like(x, dtype=torch.bool), -1, 0)
+
+    for fn in (via_attention, via_sparse, via_masked):
+        assert torch.allclose(fn(x), torch.softmax(x, -1)), fn.__name__  # each is a softmax
+        (out,) = checks.evaluate(fn, [checks.Case(args=(x,))], ["torch.softmax"])
+        assert out.banned_calls, fn.__name__
+
+
 def test_a_banned_operator_on_another_thread_is_recorded_and_gradients_still_flow():
     import threading
 

@@ -18,6 +18,7 @@ from nbgrader.api import Gradebook
 from grader.cells import exercises, solution_regions
 from grader.course import Course
 from grader.dev import samples
+from grader.grading import tamper
 from grader.grading.report import collect
 
 # the sample submissions are made from the student release: made once per test run (conftest)
@@ -81,7 +82,10 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
             name = student(f"mix{j}")
             put(root, name, ch, samples.fill(released, code))
             wrong = [ex for ex, v in picked.items() if not samples.is_correct(v)]
+            # a wrong variant may reach for a private kernel (the tamper reading flags it; tests/test_tamper.py)
+            reaches = any(tamper.scan_source(variants[ex][v]) for ex, v in picked.items())
             expect[name, ch.id] = {"score": full - sum(points[ex] for ex in wrong),
+                                   "status": "flagged" if reaches else "graded",
                                    "zero": [f"test_{ex}" for ex in wrong],
                                    "variants": ", ".join(f"{ex}__{v}" for ex, v in picked.items())}
 

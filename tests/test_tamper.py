@@ -5,8 +5,9 @@ bundled student answer are not."""
 import nbformat
 import pytest
 
+from grader.cells import nbgrader_meta
 from grader.course import Course
-from grader.dev.samples import released, student_code
+from grader.dev.samples import is_correct, released, student_code
 from grader.grading import tamper
 
 # the sample submissions are made from the student release: made once per test run (conftest)
@@ -34,32 +35,67 @@ COURSE = Course.here()
     ("import sys as s\nm = s.modules", "uses .modules"),
     ("import sys\nm = getattr(sys, 'mod' + 'ules')", "uses getattr with a computed name"),
     ("import sys\nf = getattr(sys, '_getframe')", "uses getattr(..., '_getframe')"),
+    # issue 27, class 2: attributes reached by a string, magics, unpickling
+    ("f = object.__getattribute__(obj, 'x')", "uses .__getattribute__"),
+    ("import torch\nf = torch.__dict__['soft' + 'max']", "uses .__dict__"),
+    ("import operator\nf = operator.attrgetter('nn.functional.softmax')(torch)", "uses .attrgetter"),
+    ("from operator import attrgetter", "imports operator.attrgetter"),
+    ("import functools\nf = functools.reduce(getattr, ['nn', 'functional'], torch)", "passes getattr as a value"),
+    ("import pkgutil\nf = pkgutil.resolve_name('torch.softmax')", "imports pkgutil"),
+    ("from unittest import mock\nmock.patch('grader.checks.judge').start()", "imports unittest.mock"),
+    ("get_ipython().run_cell('import gc')", "uses get_ipython"),
+    ("%time import gc", "imports gc"),
+    ("%%timeit\nimport gc", "imports gc"),
+    ("%%capture\nimport gc", "uses get_ipython"),
+    ("%run other.py", "uses get_ipython"),
+    ("!ls /", "uses get_ipython"),
+    ("m = torch.load('w.pt', weights_only=False)", "unpickles (weights_only=False)"),
+    ("a = np.load('a.npy', allow_pickle=True)", "unpickles (allow_pickle=True)"),
+    ("def f(x):\n    return x +", "cannot be read (SyntaxError), so what it runs is unknown"),
+    # issue 27, class 5: a banned family's other implementations are private names
+    ("p = torch._refs.softmax(x, -1)", "uses private torch._refs"),
+    ("from torch._decomp.decompositions import _softmax", "imports private torch._decomp.decompositions"),
+    ("p = torch._masked_softmax(x, m, -1, 0)", "uses private torch._masked_softmax"),
+    ("import torch as t\np = t.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)",
+     "uses private t.ops.aten._scaled_dot_product_flash_attention_for_cpu"),
+    ("p = getattr(torch, '_refs').softmax(x, -1)", "uses getattr(..., '_refs')"),
 ])
 def test_code_that_reaches_into_internals_is_named(source, hit):
     assert hit in tamper.scan_source(source)
 
 
-def test_ordinary_exercise_code_and_broken_code_are_not_flagged():
+def test_ordinary_exercise_code_is_not_flagged():
     assert tamper.scan_source("import math, sys, torch\nimport threading\n\ndef f(x):\n"
                               "    print(sys.version, getattr(x, 'shape'))\n    return torch.exp(x) / math.e") == []
-    assert tamper.scan_source("def f(:\n") == []  # the notebook run reports a syntax error
+    assert tamper.scan_source("class Cache:\n    def __init__(self):\n        self._k = None\n"
+                              "w = torch.load('w.pt', weights_only=True)\n%matplotlib inline\n%time y = f(x)") == []
 
 
 @pytest.mark.parametrize("ch", [ch for ch in COURSE.chapters() if student_code(COURSE, ch)], ids=lambda c: c.id)
-def test_no_bundled_answer_and_no_released_notebook_is_flagged(ch):
-    known = tamper.course_cells(nbformat.read(ch.notebook, as_version=4))
-    assert tamper.scan(released(COURSE, ch), known) == []
+def test_no_correct_answer_and_no_released_notebook_is_flagged(ch):
+    """Wrong variants may be flagged (``uses_builtin_backward`` reaches a private kernel): they lose their
+    points anyway. Correct ones, in whatever style, may not."""
+    source = nbformat.read(ch.notebook, as_version=4)
+    tests = {nbgrader_meta(c)["grade_id"] for c in source.cells
+             if nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution")}
+    assert tamper.scan(released(COURSE, ch), tamper.course_cells(source), tests) == []
     for exercise, variants in student_code(COURSE, ch).items():
-        for variant, source in variants.items():
-            assert tamper.scan_source(source) == [], f"{exercise}__{variant}"
+        for variant, code in variants.items():
+            if is_correct(variant):
+                assert tamper.scan_source(code) == [], f"{exercise}__{variant}"
 
 
 def test_the_reason_names_the_cell_and_ignores_the_course_cells():
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import gc  # the course's setup"),
         nbformat.v4.new_code_cell("import gc", metadata={"nbgrader": {"solution": True, "grade_id": "x"}}),
-        nbformat.v4.new_code_cell("import gc  # a locked cell", metadata={"nbgrader": {"locked": True}}),
+        nbformat.v4.new_code_cell("import gc  # marked locked by the student, run all the same",
+                                  metadata={"nbgrader": {"locked": True, "grade_id": "mine"}}),
+        nbformat.v4.new_code_cell("import gc  # a test cell: the course's runs instead",
+                                  metadata={"nbgrader": {"locked": True, "grade": True, "grade_id": "test_x"}}),
+        nbformat.v4.new_code_cell("import gc  # a demo: never run", metadata={"tags": ["demo"]}),
     ])
-    text = tamper.reason(nb, known={"import gc  # the course's setup"})
-    assert "cell 1: imports gc" in text and "cell 0" not in text and "cell 2" not in text
+    text = tamper.reason(nb, known={"import gc  # the course's setup"}, tests={"test_x"})
+    assert "cell 1: imports gc" in text and "cell 2: imports gc" in text, text
+    assert "cell 0" not in text and "cell 3" not in text and "cell 4" not in text, text
     assert tamper.reason(nbformat.v4.new_notebook()) == ""

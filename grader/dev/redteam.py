@@ -148,8 +148,11 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
     # wrong answers with tricks: nothing may be earned
     put("rt-wrong-plain", bad, about="wrong answers, no tricks", score=0)
     for attack in ("input_transformer", "ast_transformer", "patch_allclose", "custom_exc", "showtraceback"):
+        # those that reach IPython's shell are flagged as well (its get_ipython runs code by string)
+        shell = "get_ipython" in ATTACKS[attack]
         put(f"rt-wrong-{attack.replace('_', '-')}", _insert_after_setup(bad, ATTACKS[attack]),
-            about=f"wrong answers + {attack.replace('_', ' ')}", score=0)
+            about=f"wrong answers + {attack.replace('_', ' ')}", score=0, status="flagged" if shell else "graded",
+            reason="uses get_ipython" if shell else "")
     if workdir is None:
         raise ValueError("the red team needs a scratch workdir: its gradebook attack is real")
     attack = ATTACKS["write_gradebook"].format(workdir=workdir)
@@ -211,6 +214,33 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         about="softmax overwrites its input and patches Tensor.detach to show the grader a clean copy",
         score=full - points["softmax"])
 
+    # issue 27, classes 2 and 5: cells the reading once skipped, a banned family's other implementations
+    forged = _insert_after_setup(good, "import gc  # a student's cell that says it is the course's")
+    forged_cell = next(c for c in forged.cells if c.source.startswith("import gc"))
+    forged_cell.metadata["nbgrader"] = {"locked": True, "solution": False, "grade": False, "grade_id": "given_x",
+                                        "schema_version": 3}
+    put("rt-correct-locked-cell", forged, about="correct answers + a cell of its own marked locked (run all the same)",
+        score=full, status="flagged", reason="imports gc")
+    put("rt-correct-magic-cell", _insert_after_setup(good, "%time import gc"),
+        about="correct answers + a magic running code the reader once could not parse", score=full,
+        status="flagged", reason="imports gc")
+    private = ("\nimport torch as _torch\n"
+               "def softmax(x, dim=-1):\n    return _torch._refs.softmax(x, dim)\n")
+    put("rt-banned-private-softmax", samples.fill(released, {**correct, "softmax": correct["softmax"] + private}),
+        about="softmax through torch._refs (a decomposition: no kernel to refuse), held for review", score=full,
+        status="flagged", reason="uses private _torch._refs")
+    fused = ("\nimport torch as _torch\n"
+             "def softmax(x, dim=-1):\n"
+             "    x = x.movedim(dim, -1)\n"
+             "    shape = x.shape\n"
+             "    eye = _torch.eye(shape[-1], dtype=x.dtype)[None, None]\n"
+             "    q = x.reshape(1, 1, -1, shape[-1]) * shape[-1] ** 0.5\n"
+             "    p = _torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, eye, eye)[0]\n"
+             "    return p.reshape(shape).movedim(-1, dim)\n")
+    put("rt-banned-fused-softmax", samples.fill(released, {**correct, "softmax": correct["softmax"] + fused}),
+        about="softmax through the fused attention kernel with identity keys and values",
+        score=full - points["softmax"], status="flagged", reason="uses private _torch.ops.aten")
+
     # tampering with the locked test cells
     edited = copy.deepcopy(bad)
     for cell in _test_cells(edited):
@@ -225,7 +255,9 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         cell.metadata["nbgrader"]["points"] = 0
         cell.metadata["nbgrader"]["grade"] = False
         cell.metadata["nbgrader"]["grade_id"] = "renamed_" + cell.metadata["nbgrader"]["grade_id"]
-    put("rt-wrong-retype-tests", retyped, about="wrong answers + test cells un-graded and renamed", score=0)
+    # un-graded, the test cells are the student's own cells and are read as such (the visible tests' getattr)
+    put("rt-wrong-retype-tests", retyped, about="wrong answers + test cells un-graded and renamed", score=0,
+        status="flagged", reason="getattr")
     inflated = copy.deepcopy(good)
     for cell in _test_cells(inflated):
         cell.metadata["nbgrader"]["points"] = 1000

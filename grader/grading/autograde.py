@@ -259,7 +259,7 @@ class _Worker:
             notes.append(f"test cells restored from the original: {', '.join(the_plan.restored)}")
         if finished.status != "finished":
             run = runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
-        elif reaches := tamper.reason(accepted.notebook, self.course_cells[ch.id]):
+        elif reaches := tamper.reason(accepted.notebook, self.course_cells[ch.id], set(kit.tests)):
             run = runs.Run(job.student, ch.id, "flagged", "; ".join([reaches, *notes]))
         else:
             run = runs.Run(job.student, ch.id, "graded", "; ".join(notes))
