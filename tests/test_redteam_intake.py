@@ -152,7 +152,7 @@ def test_lone_surrogates_are_replaced_and_the_notebook_is_graded(graded):
     for student in ("ri-surrogate-markdown", "ri-surrogate-output"):
         row = _row(graded, student)
         assert (row.status, row.score) == ("graded", info["full"]), row
-        written = ws.path("autograded", student, CHAPTER.id, CHAPTER.notebook.name).read_text()
+        written = (ws.path("autograded", student, CHAPTER.id) / CHAPTER.notebook.name).read_text()
         assert "\ufffd" in written, student
     assert "surrogate" in _row(graded, "ri-surrogate-markdown").reason
 
@@ -166,7 +166,7 @@ def test_an_output_flood_is_cut_before_it_reaches_the_host_and_costs_no_point(gr
     info, _, ws, _ = graded
     row = _row(graded, "ri-output-flood")
     assert (row.status, row.score) == ("graded", info["full"]), row
-    path = ws.path("autograded", "ri-output-flood", CHAPTER.id, CHAPTER.notebook.name)
+    path = ws.path("autograded", "ri-output-flood", CHAPTER.id) / CHAPTER.notebook.name
     assert path.stat().st_size < MAX_NOTEBOOK_BYTES, path.stat().st_size
     assert "output not kept" in path.read_text()
 
