@@ -249,7 +249,9 @@ class _Worker:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if finished.outside:  # killed from outside, or the sandbox machinery failed: not the notebook's doing
-            return Outcome(runs.Run(job.student, ch.id, ERROR), fault=finished.detail)
+            crash = results.crash.strip().splitlines()[-1][:200] if results.crash.strip() else ""
+            return Outcome(runs.Run(job.student, ch.id, ERROR),
+                           fault=finished.detail + (f" ({crash})" if crash else ""))
         if finished.status == "finished" and not results.done:
             finished.status = "died"
             finished.detail = results.problem or "the notebook ended its own process before the end (os._exit?)"
