@@ -14,7 +14,9 @@ says about the visible asserts is feedback.
 Each frame is sent as soon as it exists, so a notebook that later crashes, loops or exhausts its
 memory keeps the results of the test cells it had reached. Converting and encoding are guarded case by
 case (``BaseException`` included) and bounded (:data:`wire.MAX_CASE_BYTES`, :data:`wire.MAX_CELL_BYTES`):
-one bad return value costs that case, never the cells after it.
+one bad return value costs that case, never the cells after it. Printed output is kept up to
+:data:`MAX_CELL_OUTPUT` characters per cell and :data:`wire.MAX_OUTPUT_CHARS` for the whole notebook (the
+grader cuts what it shows to the same, whatever is sent: this process is the student's).
 """
 
 from __future__ import annotations
@@ -110,9 +112,9 @@ def _publish(shell):
     return publish
 
 
-def _run_cell(shell, source: str) -> tuple[bool, str, str]:
-    """Run one cell; return (ok, output text, error line)."""
-    out = BoundedText()
+def _run_cell(shell, source: str, limit: int = MAX_CELL_OUTPUT) -> tuple[bool, str, str]:
+    """Run one cell, keeping ``limit`` characters of its output; return (ok, output text, error line)."""
+    out = BoundedText(limit)
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
     try:
@@ -185,8 +187,10 @@ def warm() -> None:
 def run(plan: list[PlannedCell], results: int) -> None:
     """Run the plan; ``results`` is the write end of the results pipe."""
     shell = _shell()
+    left = wire.MAX_OUTPUT_CHARS
     for index, cell in enumerate(plan):
-        ok, output, error = _run_cell(shell, cell.source)
+        ok, output, error = _run_cell(shell, cell.source, max(0, min(MAX_CELL_OUTPUT, left)))
+        left -= len(output)
         header = {"t": "cell", "index": index, "ok": ok, "output": output, "error": error, "outcomes": None}
         blobs: list[bytes] = []
         if cell.kind == "test":
