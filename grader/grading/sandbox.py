@@ -18,8 +18,9 @@ The notebook's process, before any student code runs:
   ``/bin`` ...), a handful of read-only files of ``/etc`` plus a generated ``passwd``, ``/dev`` with
   null/zero/full/random/urandom only, a private size-capped ``/tmp`` and ``/dev/shm``, its own ``/proc``;
   any course folder that an allowed directory would show is covered;
-* closes every descriptor except stdin/stdout/stderr (``/dev/null``) and the write end of the results
-  pipe (fd 3), and checks that nothing else is open (:func:`_close_fds`), or refuses to run;
+* closes every descriptor except stdin/stdout/stderr (``/dev/null``), the write end of the results
+  pipe (fd 3) and that of the ready pipe (closed in turn just before the first cell, see below), and checks
+  that nothing else is open (:func:`_close_fds`), or refuses to run;
 * sets rlimits (CPU seconds, address space, processes, file size, no core files), ``no_new_privs``, a
   seccomp filter (:mod:`grader.grading.seccomp`: no new namespaces, no ptrace, no kernel interfaces), drops
   to an unprivileged user of its own (one uid per worker, so workers cannot touch each other), clears the
