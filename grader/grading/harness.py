@@ -112,9 +112,15 @@ def _publish(shell):
     return publish
 
 
-def _run_cell(shell, source: str, limit: int = MAX_CELL_OUTPUT) -> tuple[bool, str, str]:
-    """Run one cell, keeping ``limit`` characters of its output; return (ok, output text, error line)."""
-    out = BoundedText(limit)
+#: Characters of output this notebook may still keep (one notebook per process: :func:`run` sets it).
+_output_left = wire.MAX_OUTPUT_CHARS
+
+
+def _run_cell(shell, source: str) -> tuple[bool, str, str]:
+    """Run one cell; return (ok, output text, error line). The output kept is bounded per cell and by what
+    is left of the notebook's (:data:`_output_left`)."""
+    global _output_left
+    out = BoundedText(max(0, min(MAX_CELL_OUTPUT, _output_left)))
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
     try:
@@ -126,6 +132,7 @@ def _run_cell(shell, source: str, limit: int = MAX_CELL_OUTPUT) -> tuple[bool, s
     finally:
         sys.stdout, sys.stderr = saved
     line = "" if error is None else f"{checks._name(type(error))}: {checks._message(error, 2000)}"
+    _output_left -= out.kept
     return error is None, out.text(), line
 
 
@@ -186,11 +193,11 @@ def warm() -> None:
 
 def run(plan: list[PlannedCell], results: int) -> None:
     """Run the plan; ``results`` is the write end of the results pipe."""
+    global _output_left
     shell = _shell()
-    left = wire.MAX_OUTPUT_CHARS
+    _output_left = wire.MAX_OUTPUT_CHARS
     for index, cell in enumerate(plan):
-        ok, output, error = _run_cell(shell, cell.source, max(0, min(MAX_CELL_OUTPUT, left)))
-        left -= len(output)
+        ok, output, error = _run_cell(shell, cell.source)
         header = {"t": "cell", "index": index, "ok": ok, "output": output, "error": error, "outcomes": None}
         blobs: list[bytes] = []
         if cell.kind == "test":
