@@ -41,7 +41,7 @@ RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
 SITE_MODULES = ("test_book", "test_browser", "test_locales")
 # the longest units first (measured with `make bench-tests`); the others follow in collection order
 SLOW_FIRST = ("site", "test_grading", "test_redteam", "test_scale", "test_tamper", "test_validate", "test_load",
-              "test_student_code", "test_flash_triton", "test_bench")
+              "test_student_code", "test_flash_triton", "test_bench", "test_redteam_intake")
 
 
 @contextlib.contextmanager

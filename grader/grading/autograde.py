@@ -47,7 +47,7 @@ from ..cells import grade_ids
 from ..course import Chapter, Course, GraderError, UsageError, Workspace
 from ..plan import plan
 from ..release import ReleaseFailed, release
-from ..submission import Rejected
+from ..submission import Rejected, printable
 from . import intake, prepared, runs, tamper, verdict, wire
 from .intake import accept
 from .sandbox import Limits, Zygote
@@ -75,7 +75,9 @@ class Job:
 
 def discover(course: Course, submitted: Path, only: list[Chapter] | None) -> tuple[list[Job], list[runs.Run]]:
     """Find the submissions; folders that cannot be matched to a chapter become failed runs. Below
-    ``submitted`` nothing is resolved through a link: a student or chapter folder that is a link fails."""
+    ``submitted`` nothing is resolved through a link: a student or chapter folder that is a link fails. A
+    student folder whose name is not UTF-8 fails too, whatever it holds: no gradebook, report or terminal
+    can carry its name, so it is recorded under the name's bytes, escaped (``b"\\xff"`` as ``\\xff``)."""
     if not submitted.is_dir():
         raise UsageError(f"no such folder: {submitted}")
     chapters = {ch.id: ch for ch in course.chapters()}
@@ -88,6 +90,13 @@ def discover(course: Course, submitted: Path, only: list[Chapter] | None) -> tup
         os.close(top)
     for student, kind in sorted(students.items()):
         if student.startswith("."):
+            continue
+        if printable(student) != student:
+            shown = printable(student)
+            if shown in students:  # a folder really named like the escape: the records must not meet
+                shown += " (not UTF-8)"
+            problems.append(runs.Run(shown, "-", "failed", f"the student folder's name is not UTF-8 (its bytes: "
+                                     f"{printable(student)}): not graded; rename it and grade it again"))
             continue
         if kind != "dir":
             if kind == "other":
@@ -147,7 +156,7 @@ def in_shard(job_key: str, shard: tuple[int, int] | None) -> bool:
     if shard is None:
         return True
     index, count = shard
-    return zlib.crc32(job_key.encode()) % count == index - 1
+    return zlib.crc32(job_key.encode("utf-8", "surrogatepass")) % count == index - 1
 
 
 class _Progress:
@@ -240,7 +249,9 @@ class _Worker:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if finished.outside:  # killed from outside, or the sandbox machinery failed: not the notebook's doing
-            return Outcome(runs.Run(job.student, ch.id, ERROR), fault=finished.detail)
+            crash = results.crash.strip().splitlines()[-1][:200] if results.crash.strip() else ""
+            return Outcome(runs.Run(job.student, ch.id, ERROR),
+                           fault=finished.detail + (f" ({crash})" if crash else ""))
         if finished.status == "finished" and not results.done:
             finished.status = "died"
             finished.detail = results.problem or "the notebook ended its own process before the end (os._exit?)"

@@ -14,7 +14,9 @@ says about the visible asserts is feedback.
 Each frame is sent as soon as it exists, so a notebook that later crashes, loops or exhausts its
 memory keeps the results of the test cells it had reached. Converting and encoding are guarded case by
 case (``BaseException`` included) and bounded (:data:`wire.MAX_CASE_BYTES`, :data:`wire.MAX_CELL_BYTES`):
-one bad return value costs that case, never the cells after it.
+one bad return value costs that case, never the cells after it. Printed output is kept up to
+:data:`MAX_CELL_OUTPUT` characters per cell and :data:`wire.MAX_OUTPUT_CHARS` for the whole notebook (the
+grader cuts what it shows to the same, whatever is sent: this process is the student's).
 """
 
 from __future__ import annotations
@@ -110,9 +112,15 @@ def _publish(shell):
     return publish
 
 
+#: Characters of output this notebook may still keep (one notebook per process: :func:`run` sets it).
+_output_left = wire.MAX_OUTPUT_CHARS
+
+
 def _run_cell(shell, source: str) -> tuple[bool, str, str]:
-    """Run one cell; return (ok, output text, error line)."""
-    out = BoundedText()
+    """Run one cell; return (ok, output text, error line). The output kept is bounded per cell and by what
+    is left of the notebook's (:data:`_output_left`)."""
+    global _output_left
+    out = BoundedText(max(0, min(MAX_CELL_OUTPUT, _output_left)))
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
     try:
@@ -124,6 +132,7 @@ def _run_cell(shell, source: str) -> tuple[bool, str, str]:
     finally:
         sys.stdout, sys.stderr = saved
     line = "" if error is None else f"{checks._name(type(error))}: {checks._message(error, 2000)}"
+    _output_left -= out.kept
     return error is None, out.text(), line
 
 
@@ -184,7 +193,9 @@ def warm() -> None:
 
 def run(plan: list[PlannedCell], results: int) -> None:
     """Run the plan; ``results`` is the write end of the results pipe."""
+    global _output_left
     shell = _shell()
+    _output_left = wire.MAX_OUTPUT_CHARS
     for index, cell in enumerate(plan):
         ok, output, error = _run_cell(shell, cell.source)
         header = {"t": "cell", "index": index, "ok": ok, "output": output, "error": error, "outcomes": None}

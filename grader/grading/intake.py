@@ -10,7 +10,8 @@ is read through directory descriptors, one component at a time, never following 
 (``O_NOFOLLOW``, ``O_DIRECTORY``), and only regular files are read (``fstat`` on the open descriptor,
 size-bounded, opened non-blocking so that a FIFO cannot hang the run). A link where a folder or the
 notebook should be is refused, never resolved. nbgrader metadata is type-checked before anything reads
-it (:func:`clean_metadata`): malformed metadata is dropped from that cell and noted.
+it (:func:`clean_metadata`): malformed metadata is dropped from that cell and noted. Lone surrogates
+(``"\\ud800"`` in the JSON) are replaced by U+FFFD and noted, so that the notebook can be written again.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import nbformat
 
 from ..cells import grade_ids
 from ..course import Chapter, Course
-from ..submission import MAX_NOTEBOOK_BYTES, Rejected, parse_submission
+from ..submission import MAX_NOTEBOOK_BYTES, Rejected, parse_submission, scrub
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_STAMP_BYTES = 4096
@@ -180,6 +181,8 @@ def accept(course: Course, chapter: Chapter, root: Path, parts: tuple[str, ...],
     finally:
         os.close(folder)
     notes += clean_metadata(nb)
+    if replaced := scrub(nb):
+        notes.append(f"{replaced} lone surrogate(s) in the notebook's text replaced by U+FFFD")
     ids = grade_ids(nb)
     if not ids & source_ids[chapter.id]:
         other = [cid for cid, cids in source_ids.items() if cid != chapter.id and ids & cids]

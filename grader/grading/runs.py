@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ..submission import printable
+
 _meta = sa.MetaData()
 runs_table = sa.Table(
     "grader_runs", _meta,
@@ -31,6 +33,11 @@ class Run:
     status: str
     reason: str = ""
     seconds: float = 0.0
+
+    def __post_init__(self):
+        # a name or a reason can carry a folder name that is not UTF-8 (os.fsdecode's surrogates) or a lone
+        # surrogate a notebook printed: neither the database, the log nor a terminal takes those
+        self.student, self.chapter, self.reason = map(printable, (self.student, self.chapter, self.reason))
 
 
 def _engine(db_url: str) -> sa.Engine:

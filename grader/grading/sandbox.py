@@ -18,8 +18,9 @@ The notebook's process, before any student code runs:
   ``/bin`` ...), a handful of read-only files of ``/etc`` plus a generated ``passwd``, ``/dev`` with
   null/zero/full/random/urandom only, a private size-capped ``/tmp`` and ``/dev/shm``, its own ``/proc``;
   any course folder that an allowed directory would show is covered;
-* closes every descriptor except stdin/stdout/stderr (``/dev/null``) and the write end of the results
-  pipe (fd 3), and checks that nothing else is open (:func:`_close_fds`), or refuses to run;
+* closes every descriptor except stdin/stdout/stderr (``/dev/null``), the write end of the results
+  pipe (fd 3) and that of the ready pipe (closed in turn just before the first cell, see below), and checks
+  that nothing else is open (:func:`_close_fds`), or refuses to run;
 * sets rlimits (CPU seconds, address space, processes, file size, no core files), ``no_new_privs``, a
   seccomp filter (:mod:`grader.grading.seccomp`: no new namespaces, no ptrace, no kernel interfaces), drops
   to an unprivileged user of its own (one uid per worker, so workers cannot touch each other; dumpable
@@ -31,6 +32,17 @@ The results come back only over the pipe (:mod:`grader.grading.wire` frames); th
 file of the job's private folder, stopping at ``wire.MAX_STREAM_BYTES``, and enforces the wall-clock limit
 of the whole notebook, killing the namespace on expiry.
 
+Who ended a job is decided from what the notebook cannot write. The grader's own code in the notebook's
+process writes one byte on a pipe of its own (the *ready* pipe, closed before any student code) once the
+walls are up, just before the first cell. Without that byte, the sandbox could not be set up: the grader's
+fault (``outside``), whatever the exit code. With it, every end of the process is the notebook's doing (an
+exit code, a crash, its memory or CPU limit: the cells it reached count), except what only the outside can
+do: the wall-clock timer (the grader's, recorded as a timeout), a signal to the leader, or a SIGKILL of the
+notebook's process that neither its cgroup's memory limit nor its CPU limit explains. That last one is
+believed only under full isolation: as PID 1 of its namespace the process cannot be sent SIGKILL from
+inside, and the seccomp filter keeps it from lowering its own CPU limit to be killed by the kernel; weaker
+isolation lets a notebook signal itself, so there a SIGKILL is its own.
+
 Where namespaces are not available (not root, or a container that forbids ``unshare``), the child runs
 with rlimits, its own session, the same descriptor hygiene and results pipe, and, as root, an
 unprivileged uid only; :func:`probe` says so and ``grader autograde`` prints the weaker isolation once at
@@ -40,6 +52,7 @@ the start of a run.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import importlib
 import json
 import os
@@ -66,6 +79,7 @@ PR_SET_DUMPABLE = 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}.get(platform.machine())
 
 RESULTS_FD = 3  # the results pipe's write end, inside the sandbox
+READY = b"R"  # what the ready pipe carries once the sandbox is set up, before any student code
 BASE_UID, LAST_UID = 61000, 64999  # sandbox users: one uid per live zygote on this machine
 LOCK_FOLDER = Path("/run/lock/grader-sandbox")  # root-only: the uid locks
 
@@ -166,8 +180,6 @@ def _claim_uid() -> tuple[int, int]:
     """A sandbox uid no other live zygote on this machine uses (other grading runs included): the
     uid's lock file stays locked for as long as this zygote lives. The locks live in a root-only folder
     and are opened without following links."""
-    import fcntl
-
     parent = LOCK_FOLDER.parent if LOCK_FOLDER.parent.is_dir() else Path(tempfile.gettempdir())
     folder = _private_folder(parent / LOCK_FOLDER.name)
     try:
@@ -494,10 +506,14 @@ def _load_plan(job: Path, cache: dict):
 
 
 def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict,
-              results: int, weak_work: str | None) -> None:
-    """The notebook's process (PID 1 of the new namespaces when ``full``): wall in, then run the plan."""
+              results: int, ready: int, weak_work: str | None) -> None:
+    """The notebook's process (PID 1 of the new namespaces when ``full``): wall in, say so on ``ready``
+    (then closed), then run the plan."""
     plan = _load_plan(job, cache)
     cache.clear()
+    moved = fcntl.fcntl(ready, fcntl.F_DUPFD_CLOEXEC, 10)  # out of the way of RESULTS_FD
+    os.close(ready)
+    ready = moved
     if results != RESULTS_FD:
         os.dup2(results, RESULTS_FD)
         os.close(results)
@@ -507,7 +523,7 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
         work = "/tmp/work"
     else:
         work = weak_work
-    _close_fds({0, 1, 2, RESULTS_FD})
+    _close_fds({0, 1, 2, RESULTS_FD, ready})
     _limit(limits)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if os.geteuid() == 0:
@@ -533,17 +549,19 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
                        "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
     keep = _python_dirs()
     sys.path[:] = [p for p in sys.path if p and _inside(Path(p).resolve(), keep)]
-    _close_fds({0, 1, 2, RESULTS_FD})  # asserted again just before student code: nothing was opened since
+    _close_fds({0, 1, 2, RESULTS_FD, ready})  # asserted again just before student code: nothing was opened since
     import torch
 
     torch.set_num_threads(max(1, limits.threads))
     from . import harness
 
+    os.write(ready, READY)  # the walls are up: from here on, how this process ends is the notebook's doing
+    os.close(ready)
     harness.run(plan, RESULTS_FD)
 
 
 def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict, results: int,
-            report_fd: int, cgroups: list[Path], weak_work: str | None = None) -> None:
+            report_fd: int, ready: int, cgroups: list[Path], weak_work: str | None = None) -> None:
     """The forked child: join the job's cgroups, enter the namespaces, then fork the notebook's process
     and wait for it."""
     Cgroups.join(cgroups)
@@ -558,7 +576,7 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
     if child == 0:
         os.close(report_fd)
         try:
-            _notebook(job, limits, uid, hide, full, cache, results, weak_work)
+            _notebook(job, limits, uid, hide, full, cache, results, ready, weak_work)
             code = 0
         except BaseException:  # noqa: BLE001 -- the harness itself failed; the exit code says so
             code = 70
@@ -572,6 +590,7 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
                 pass
         os._exit(code)
     os.close(results)
+    os.close(ready)  # the notebook's process holds the only copy: its end is the pipe's end
     cache.clear()
     os.write(report_fd, f"{child}\n".encode())
     os.close(report_fd)
@@ -588,6 +607,8 @@ OUTSIDE_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _killed_from_outside(code: int, oom_kills: int, cpu_seconds: float, limits: Limits) -> bool:
+    """Whether a notebook's process that the sandbox confirmed set up was ended from outside; only asked
+    under full isolation with the seccomp filter (see the module's docstring)."""
     if code <= 128 or code - 128 not in OUTSIDE_SIGNALS:
         return False
     if code - 128 == signal.SIGKILL and (oom_kills > 0 or cpu_seconds >= limits.cpu - 1):
@@ -599,7 +620,8 @@ def _describe(code: int) -> str:
     if code == 0:
         return ""
     if code == 70:
-        return "the grading harness failed inside the sandbox"
+        return ("the grading harness stopped inside the sandbox after the notebook's code had started "
+                "(did the notebook reach into it?)")
     if code > 128:
         sig = code - 128
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
@@ -609,6 +631,18 @@ def _describe(code: int) -> str:
             return "the notebook's process was killed (out of memory?)"
         return f"the notebook's process crashed ({name})"
     return f"the notebook's process exited with code {code} (os._exit or a crash)"
+
+
+def _confirmed(ready: int) -> bool:
+    """Whether the notebook's process said the sandbox was set up (:data:`READY` on the ready pipe, whose
+    read end is closed here). Read once the job is over: the byte waits in the pipe until then."""
+    os.set_blocking(ready, False)
+    try:
+        return os.read(ready, len(READY)) == READY
+    except BlockingIOError:  # a writer still open and nothing written: not confirmed
+        return False
+    finally:
+        os.close(ready)
 
 
 def _sweep(uid: int) -> None:
@@ -676,16 +710,19 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             os.chown(weak_work, uid, uid)
     read_end, write_end = os.pipe()
     report_r, report_w = os.pipe()
+    ready_r, ready_w = os.pipe()
     leader = os.fork()
     if leader == 0:
         try:
             os.close(read_end)
             os.close(report_r)
-            _leader(job, limits, uid, hide, full, cache, write_end, report_w, groups, weak_work)
+            os.close(ready_r)
+            _leader(job, limits, uid, hide, full, cache, write_end, report_w, ready_w, groups, weak_work)
         finally:
             os._exit(71)
     os.close(write_end)
     os.close(report_w)
+    os.close(ready_w)
     out = os.open(job / "results.stream", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                   0o600)
     stream = _Stream(read_end, out, wire.MAX_STREAM_BYTES)
@@ -729,25 +766,31 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             break
         stream.pump(min(left, 0.05))
     stream.close()
+    confirmed = _confirmed(ready_r)
     oom_kills = Cgroups.oom_kills(groups)
     Cgroups.close(groups)
     if weak_work is not None:
         shutil.rmtree(weak_work, ignore_errors=True)
     seconds = time.monotonic() - start
     outside = False
-    if status == "timeout":
+    guarded = full and seccomp.supported()  # a SIGKILL of the notebook's process can only come from outside
+    if not confirmed:  # no student code ran: however it ended, the sandbox's setup failed (or never finished)
+        ended = (f"signal {signal.Signals(code - 128).name}" if code - 128 in signal.Signals._value2member_map_
+                 else f"code {code}")
+        detail = "the sandbox could not be set up" + (f" within the time limit ({limits.wall:.0f} s)"
+                                                      if status == "timeout" else f" (its process ended with {ended})")
+        status, outside = "died", True
+    elif status == "timeout":
         detail = f"the notebook ran longer than {limits.wall:.0f} s and was stopped"
     else:
         detail = _describe(code)
-        if code == 71:
-            detail, outside = "the sandbox could not be set up", True
-        elif leader_killed or _killed_from_outside(code, oom_kills, cpu_seconds, limits):
+        if code == 128 + signal.SIGKILL and oom_kills:
+            detail = "the notebook went over its memory limit and was killed"
+        elif leader_killed or (guarded and _killed_from_outside(code, oom_kills, cpu_seconds, limits)):
             name = signal.Signals(code - 128).name
             detail = (f"the notebook's process was killed from outside its sandbox ({name}; not its own memory "
                       "or CPU limit: the machine's OOM killer or an operator?)")
             outside = True
-        elif code == 128 + signal.SIGKILL and oom_kills:
-            detail = "the notebook went over its memory limit and was killed"
         status = "finished" if code == 0 else "died"
     return {"status": status, "detail": detail, "seconds": seconds, "isolation": isolation,
             "results_over": stream.over, "outside": outside}

@@ -11,7 +11,12 @@ kernel offers no call to lift a filter). A denied call fails with ``EPERM``, as 
 * **other processes' memory and the kernel's interfaces** — ``ptrace``, ``process_vm_readv``/``writev``,
   ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring_*`` (whose operations a filter does not see),
   keyrings, module and kexec loading, file-handle opens, and the mount family (``mount``, ``umount2``,
-  ``pivot_root``, ``chroot``, the new mount API).
+  ``pivot_root``, ``chroot``, the new mount API);
+* **its own CPU-time limits** — ``setrlimit`` and ``prlimit64`` (with a new value) of ``RLIMIT_CPU`` or
+  ``RLIMIT_RTTIME``. The sandbox sets them; a notebook that lowered them would be killed by the kernel with
+  the SIGKILL that otherwise only the outside (an operator, the machine's OOM killer) can send to the
+  namespace's first process, and the grader would take its own end for the machine's fault. Reading a
+  limit (``prlimit64`` without a new value, as ``getrlimit`` does) and every other limit stay allowed.
 
 A filter for another architecture's calls, or the x32 ABI on x86-64, kills the process: its numbers are not
 the ones checked. :func:`supported` says whether this machine's architecture has a table here (x86-64 and
@@ -30,6 +35,8 @@ SECCOMP_MODE_FILTER = 2
 
 # struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]
 NR_OFFSET, ARCH_OFFSET, ARG0_OFFSET = 0, 4, 16
+ARG_SIZE = 8  # each argument is 64 bits; on these little-endian machines its low word comes first
+RLIMIT_CPU, RLIMIT_RTTIME = 0, 15
 
 LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 JEQ_K, JGE_K, JSET_K = 0x15, 0x35, 0x45  # BPF_JMP | BPF_JEQ/JGE/JSET | BPF_K
@@ -65,7 +72,7 @@ TABLES = {
         "io_uring_register": 427, "keyctl": 250, "add_key": 248, "request_key": 249, "kexec_load": 246,
         "init_module": 175, "finit_module": 313, "delete_module": 176, "open_by_handle_at": 304,
         "name_to_handle_at": 303, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-        "fsmount": 432, "fspick": 433, "mount_setattr": 442}),
+        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "setrlimit": 160, "prlimit64": 302}),
     "aarch64": (0xC00000B7, {
         "clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39,
         "pivot_root": 41, "chroot": 51, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
@@ -73,7 +80,7 @@ TABLES = {
         "io_uring_register": 427, "keyctl": 219, "add_key": 217, "request_key": 218, "kexec_load": 104,
         "init_module": 105, "finit_module": 273, "delete_module": 106, "open_by_handle_at": 265,
         "name_to_handle_at": 264, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-        "fsmount": 432, "fspick": 433, "mount_setattr": 442}),
+        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "setrlimit": 164, "prlimit64": 261}),
 }
 X32_SYSCALL_BIT = 0x40000000
 
@@ -97,10 +104,24 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
         body.append((JEQ_K, "deny", 0, numbers[name]))
     body.append((JEQ_K, "enosys", 0, numbers["clone3"]))
     body.append((JEQ_K, "clone", 0, numbers["clone"]))
+    body.append((JEQ_K, "setrlimit", 0, numbers["setrlimit"]))
+    body.append((JEQ_K, "prlimit", 0, numbers["prlimit64"]))
     body.append((RET_K, 0, 0, RET_ALLOW))
     labels = {}
+
+    def arg(n: int, high: bool = False) -> int:
+        return ARG0_OFFSET + ARG_SIZE * n + (4 if high else 0)
+
     tail = [("clone", [(LD_W_ABS, 0, 0, ARG0_OFFSET), (JSET_K, "deny", 0, NAMESPACE_FLAGS),
                        (RET_K, 0, 0, RET_ALLOW)]),
+            # setrlimit(resource, new): a CPU-time resource is denied
+            ("setrlimit", [(LD_W_ABS, 0, 0, arg(0)), (JEQ_K, "deny", 0, RLIMIT_CPU), (JEQ_K, "deny", 0, RLIMIT_RTTIME),
+                           (RET_K, 0, 0, RET_ALLOW)]),
+            # prlimit64(pid, resource, new, old): a CPU-time resource with a new value (not NULL) is denied
+            ("prlimit", [(LD_W_ABS, 0, 0, arg(1)), (JEQ_K, "new_limit", 0, RLIMIT_CPU),
+                         (JEQ_K, "new_limit", 0, RLIMIT_RTTIME), (RET_K, 0, 0, RET_ALLOW)]),
+            ("new_limit", [(LD_W_ABS, 0, 0, arg(2)), (JEQ_K, 0, "deny", 0), (LD_W_ABS, 0, 0, arg(2, high=True)),
+                           (JEQ_K, 0, "deny", 0), (RET_K, 0, 0, RET_ALLOW)]),
             ("deny", [(RET_K, 0, 0, RET_ERRNO | errno.EPERM)]),
             ("enosys", [(RET_K, 0, 0, RET_ERRNO | errno.ENOSYS)]),
             ("kill", [(RET_K, 0, 0, RET_KILL_PROCESS)])]

@@ -12,7 +12,10 @@ code ever ran.
   its visible asserts ran without error and every hidden check is satisfied, judged here against the
   reference outputs.
 * :func:`record` writes the grades into nbgrader's gradebook in one transaction and the autograded
-  notebook (visible tests and messages, never hidden tests) that nbgrader's feedback is made from.
+  notebook (visible tests and messages, never hidden tests) that nbgrader's feedback is made from. That
+  notebook shows at most :data:`wire.MAX_OUTPUT_CHARS` characters of what the cells printed (a note says where
+  the rest was cut; the test cells' verdicts are always shown), and no lone surrogate: it is made in memory
+  and then written, so nothing a notebook prints reaches the host's disk beyond that bound.
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ from .. import checks
 from ..cells import exercises, nbgrader_meta, split_hidden
 from ..course import Chapter, Workspace
 from ..plan import Kit, Plan, TestCell
+from ..submission import scrub
 from . import wire
 
 HIDDEN_NOTE = "# (hidden tests ran here)"
+CUT_NOTE = (f"\n[... output not kept: the autograded notebook shows at most {wire.MAX_OUTPUT_CHARS:,} characters "
+            "of the notebook's output]\n")
 
 
 @dataclass
@@ -146,8 +152,10 @@ def _judge_cell(test: TestCell, cell: wire.CellResult) -> CellVerdict:
 
 def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, results: wire.Results,
                         verdicts: list[CellVerdict]) -> nbformat.NotebookNode:
-    """The student's notebook with the instructor's test cells and what grading printed (for feedback)."""
+    """The student's notebook with the instructor's test cells and what grading printed (for feedback),
+    within the bound on output (:class:`_Shown`) and without lone surrogates."""
     out = nbformat.v4.new_notebook(metadata=nb.get("metadata", {}))
+    shown = _Shown()
     by_id = {v.grade_id: v for v in verdicts}
     planned_at = {origin: i for i, origin in enumerate(the_plan.origin) if origin is not None}
     for index, cell in enumerate(nb.cells):
@@ -156,7 +164,7 @@ def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, res
         if grade_id in kit.tests:
             if index not in planned_at:
                 continue  # a duplicate
-            out.cells.append(_test_cell(kit.tests[grade_id], by_id[grade_id]))
+            out.cells.append(_test_cell(kit.tests[grade_id], by_id[grade_id], shown))
             continue
         new = nbformat.from_dict(dict(cell))
         new.pop("id", None)
@@ -164,18 +172,37 @@ def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, res
             new.outputs, new.execution_count = [], None
             record = results.cells.get(planned_at[index]) if index in planned_at else None
             if record:
-                if record.output:
-                    new.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=record.output))
-                if record.error:
-                    new.outputs.append(_error(record.error))
+                if record.output and (text := shown.take(record.output)) is not None:
+                    new.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
+                if record.error and (line := shown.take(record.error)) is not None:
+                    new.outputs.append(_error(line))
         out.cells.append(new)
     present = {nbgrader_meta(c).get("grade_id") for c in out.cells}
     for grade_id, test in kit.tests.items():
         if grade_id not in present:
-            out.cells.append(_test_cell(test, by_id[grade_id]))
+            out.cells.append(_test_cell(test, by_id[grade_id], shown))
     for cell in out.cells:
         cell.setdefault("id", os.urandom(4).hex())
+    scrub(out)  # a notebook printed them; no UTF-8 file can hold them
     return out
+
+
+class _Shown:
+    """How much printed output the autograded notebook still shows: :data:`wire.MAX_OUTPUT_CHARS` characters
+    in all, in the notebook's order; the text that crosses the bound is cut with :data:`CUT_NOTE`, and
+    whatever comes after it is left out."""
+
+    def __init__(self, chars: int = wire.MAX_OUTPUT_CHARS):
+        self.left, self.cut = chars, False
+
+    def take(self, text: str) -> str | None:
+        if len(text) <= self.left:
+            self.left -= len(text)
+            return text
+        if self.cut:
+            return None
+        kept, self.left, self.cut = text[:self.left], 0, True
+        return kept + CUT_NOTE
 
 
 def _error(line: str) -> nbformat.NotebookNode:
@@ -183,12 +210,12 @@ def _error(line: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_output("error", ename=name or "Error", evalue=value, traceback=[line])
 
 
-def _test_cell(test: TestCell, verdict: CellVerdict) -> nbformat.NotebookNode:
+def _test_cell(test: TestCell, verdict: CellVerdict, shown: _Shown) -> nbformat.NotebookNode:
     source = test.visible + (("\n" + HIDDEN_NOTE) if test.checks else "")
     cell = nbformat.v4.new_code_cell(source, metadata=json.loads(json.dumps(test.metadata)))
-    if verdict.output:
-        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=verdict.output))
-    if verdict.message:
+    if verdict.output and (text := shown.take(verdict.output)) is not None:
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
+    if verdict.message:  # the verdict itself, always shown
         cell.outputs.append(_error(verdict.message))
     return cell
 

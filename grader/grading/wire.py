@@ -43,6 +43,8 @@ MAX_DEPTH = 12
 MAX_CASE_BYTES = 24 * 1024 * 1024  # one case's outcome, arrays included (the harness refuses more)
 MAX_CELL_BYTES = 64 * 1024 * 1024  # one test cell's frame, arrays included
 MAX_STREAM_BYTES = 128 * 1024 * 1024  # everything one notebook sends back (the zygote stops there)
+MAX_OUTPUT_CHARS = 1_000_000  # printed output of one notebook, all cells together (the harness keeps no more,
+#                               and the autograded notebook shows no more, whatever the harness sent)
 NUMERIC_KINDS = "biufc"
 FRAME_HEADER = struct.Struct(">I")
 _NPY_VERSIONS = ((1, 0), (2, 0), (3, 0))  # the .npy format versions numpy reads
