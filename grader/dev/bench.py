@@ -5,9 +5,9 @@ the test suite: ``python -m grader.dev.bench --tests [PYTEST_ARGS]`` (``make ben
 time of each test module, slowest first.
 
 For each chapter it executes the source notebook in a fresh kernel (no cache) and prints the whole
-notebook's wall time (budget: 60 s on 2 CPU cores), the time of its graded test cells with visible and
-hidden tests together (budget for the visible ones: 5 s), and the slowest cell. It prints figures; it
-asserts nothing.
+notebook's wall time (budget: 30 s on 2 CPU cores, demo cells included), the time of its graded test cells
+with visible and hidden tests together (budget for the visible ones: 5 s), and the slowest cell. It prints
+figures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -257,6 +257,9 @@ def test_times(pytest_args: list[str]) -> int:
     return result.returncode
 
 
+CHAPTER_BUDGET_S = 30  # issue 34: any one chapter's execution, on 2 cores
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--tests":
         return test_times(argv[1:])
@@ -275,9 +278,10 @@ def main(argv: list[str]) -> int:
     print(f"{'chapter':<20} {'wall s':>7} {'cells s':>8} {'tests s':>8} {'slowest cell':>13}")
     for r in rows:
         slowest = f"#{r['slowest_cell']} {r['slowest_s']:.1f} s"
-        print(f"{r['chapter']:<20} {r['wall_s']:>7.1f} {r['cells_s']:>8.1f} {r['tests_s']:>8.2f} {slowest:>13}")
-    print("budgets: a chapter executes in <= 60 s on 2 CPU cores; its visible tests run in <= 5 s "
-          "(wall includes the kernel start and imports)")
+        over = "  over budget" if r["wall_s"] > CHAPTER_BUDGET_S else ""
+        print(f"{r['chapter']:<20} {r['wall_s']:>7.1f} {r['cells_s']:>8.1f} {r['tests_s']:>8.2f} {slowest:>13}{over}")
+    print(f"budgets: a chapter executes in <= {CHAPTER_BUDGET_S} s on 2 CPU cores, demo cells included; its "
+          "visible tests run in <= 5 s (wall includes the kernel start and imports)")
     return 0
 
 
