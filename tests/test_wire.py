@@ -76,43 +76,65 @@ def test_outcome_fields_are_type_checked():
     assert ok.error_types == ("ValueError", "Exception")
 
 
+KEY = bytes(range(32))
+
+
 def _stream(tmp_path, *frames: bytes):
     path = tmp_path / "results.stream"
     path.write_bytes(b"".join(frames))
     return path
 
 
+def _sealed(*frames: bytes, key: bytes = KEY) -> list[bytes]:
+    sealer = wire.Sealer(key)
+    return [sealer.seal(f) for f in frames]
+
+
 def test_the_results_stream_round_trips_cells_and_done(tmp_path):
     writer = wire.Writer()
     doc = [[writer.encode(Outcome(output=to_plain(torch.arange(3.0))))]]
-    path = _stream(tmp_path, wire.frame({"t": "cell", "index": 1, "ok": True, "output": "hi", "error": "",
-                                         "outcomes": doc}, writer.blobs),
-                   wire.frame({"t": "done", "cells": 2}))
-    results = wire.read_stream(path, 2)
+    path = _stream(tmp_path, *_sealed(wire.frame({"t": "cell", "index": 1, "ok": True, "output": "hi", "error": "",
+                                                  "outcomes": doc}, writer.blobs),
+                                      wire.frame({"t": "done", "cells": 2})))
+    results = wire.read_stream(path, 2, KEY)
     assert results.done and not results.problem and set(results.cells) == {1}
     ((back,),) = results.cells[1].decoded()
     assert back.output.value.tolist() == [0.0, 1.0, 2.0] and results.cells[1].output == "hi"
 
 
-@pytest.mark.parametrize("frames, words", [
-    ([wire.frame({"t": "cell", "index": 0}), wire.frame({"t": "cell", "index": 0})], "second frame"),
-    ([wire.frame({"t": "cell", "index": 7})], "not in the plan"),
-    ([wire.frame({"t": "cell", "index": True})], "not in the plan"),
-    ([wire.frame({"t": "what"})], "unknown type"),
-    ([wire.frame({"t": "done"})[:-3]], "not valid JSON"),
-    ([wire.FRAME_HEADER.pack(2) + b"[]"], "not an object"),
-    ([wire.FRAME_HEADER.pack(1 << 30)], "too large"),
-    ([wire.frame({"t": "cell", "index": 0}, [b"x" * 10])[:-4]], "cut short"),
+FIRST = wire.frame({"t": "cell", "index": 1, "ok": True, "output": "", "error": "", "outcomes": None})
+
+
+@pytest.mark.parametrize("after, words", [
+    # sealed in their place, wrong in themselves
+    (lambda s: [s.seal(wire.frame({"t": "cell", "index": 0})), s.seal(wire.frame({"t": "cell", "index": 0}))],
+     "second frame"),
+    (lambda s: [s.seal(wire.frame({"t": "cell", "index": 7}))], "not in the plan"),
+    (lambda s: [s.seal(wire.frame({"t": "cell", "index": True}))], "not in the plan"),
+    (lambda s: [s.seal(wire.frame({"t": "what"}))], "unknown type"),
+    (lambda s: [s.seal(wire.frame({"t": "done"})), s.seal(wire.frame({"t": "cell", "index": 0}))], "after the end"),
+    # broken before the seal is read
+    (lambda s: [wire.frame({"t": "done"})[:-3]], "not valid JSON"),
+    (lambda s: [wire.FRAME_HEADER.pack(2) + b"[]"], "not an object"),
+    (lambda s: [wire.FRAME_HEADER.pack(1 << 30)], "too large"),
+    (lambda s: [wire.frame({"t": "cell", "index": 0}, [b"x" * 10])[:-4]], "cut short"),
+    # frames the grader's code did not send (issue 27, class 1): no seal, another key, edited, out of order
+    (lambda s: [wire.frame({"t": "done", "cells": 3})], "seal does not match"),
+    (lambda s: _sealed(wire.frame({"t": "done", "cells": 3}), key=bytes(32)), "seal does not match"),
+    (lambda s: [s.seal(wire.frame({"t": "cell", "index": 0, "ok": False}))[:-40]
+                + s.seal(wire.frame({"t": "cell", "index": 0, "ok": True}))[-40:]], "seal does not match"),
+    (lambda s: [wire.Sealer(KEY).seal(wire.frame({"t": "cell", "index": 0}))], "seal does not match"),
 ])
-def test_a_malformed_stream_stops_reading_and_keeps_what_came_before(tmp_path, frames, words):
-    first = wire.frame({"t": "cell", "index": 1, "ok": True, "output": "", "error": "", "outcomes": None})
-    results = wire.read_stream(_stream(tmp_path, first, *frames), 3)
-    assert words in results.problem and 1 in results.cells and not results.done
+def test_a_malformed_or_forged_stream_stops_reading_and_keeps_what_came_before(tmp_path, after, words):
+    sealer = wire.Sealer(KEY)
+    first = sealer.seal(FIRST)
+    results = wire.read_stream(_stream(tmp_path, first, *after(sealer)), 3, KEY)
+    assert words in results.problem and 1 in results.cells and not results.done, results.problem
 
 
 def test_oversized_blobs_and_huge_integers_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(wire, "MAX_CELL_BYTES", 8)
-    results = wire.read_stream(_stream(tmp_path, wire.frame({"t": "cell", "index": 0}, [b"x" * 9])), 1)
+    results = wire.read_stream(_stream(tmp_path, *_sealed(wire.frame({"t": "cell", "index": 0}, [b"x" * 9]))), 1, KEY)
     assert "over the limit" in results.problem
     with pytest.raises(wire.WireError, match="bits"):
         wire.decode([10 ** 30], [])
@@ -121,7 +143,7 @@ def test_oversized_blobs_and_huge_integers_are_refused(tmp_path, monkeypatch):
 
 
 def test_a_missing_stream_is_a_problem_not_a_crash(tmp_path):
-    results = wire.read_stream(tmp_path / "nothing", 1)
+    results = wire.read_stream(tmp_path / "nothing", 1, KEY)
     assert results.problem and not results.cells
 
 

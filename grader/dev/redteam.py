@@ -512,6 +512,51 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
     put("rt-wrong-forged-frames", _insert_after_setup(bad, forge),
         about="wrong answers + forged result frames on the pipe, visible tests reported as passed", score=0,
         status="flagged", reason="results stream is malformed")
+    # issue 27, class 1: the genuine frames relayed through a pipe of the notebook's, the bans edited out
+    relay_start = ("import os as _os, threading as _threading\n"
+                   "_real = _os.dup(3)\n"
+                   "_r, _w = _os.pipe()\n"
+                   "_os.dup2(_w, 3)\n"
+                   "_os.close(_w)\n"
+                   "_caught = []\n"
+                   "def _drain():\n"
+                   "    while True:\n"
+                   "        _chunk = _os.read(_r, 1 << 20)\n"
+                   "        if not _chunk:\n"
+                   "            break\n"
+                   "        _caught.append(_chunk)\n"
+                   "_threading.Thread(target=_drain, daemon=True).start()\n")
+    relay_end = ("import json as _json, re as _re, struct as _struct, time as _time\n"
+                 "_time.sleep(1)\n"
+                 "_buf = b''.join(_caught)\n"
+                 "def _split(buf, seal):\n"
+                 "    frames = []\n"
+                 "    while buf:\n"
+                 "        (n,) = _struct.unpack('>I', buf[:4])\n"
+                 "        text = buf[4:4 + n].decode()\n"
+                 "        size = sum(_json.loads(text)['blobs'])\n"
+                 "        frames.append((text, buf[4 + n:4 + n + size + seal]))\n"
+                 "        buf = buf[4 + n + size + seal:]\n"
+                 "    return frames\n"
+                 "try:\n"
+                 "    _frames = _split(_buf, 0)  # an unsealed stream\n"
+                 "except Exception:\n"
+                 "    _frames = _split(_buf, 32)  # each frame followed by its 32-byte seal\n"
+                 "_out = b''\n"
+                 "for _text, _rest in _frames:\n"
+                 "    _text = _re.sub(r'\"banned_calls\": \\{\"\\$tuple\": \\[[^\\]]*\\]\\}', "
+                 "'\"banned_calls\": {\"$tuple\": []}', _text)\n"
+                 "    _out += _struct.pack('>I', len(_text.encode())) + _text.encode() + _rest\n"
+                 "_done = _json.dumps({'t': 'done', 'cells': 1000, 'blobs': []}).encode()\n"
+                 "_os.write(_real, _out + _struct.pack('>I', len(_done)) + _done)\n")
+    relayed = _append(_insert_after_setup(samples.fill(released, {**correct, "softmax": variants["softmax"]
+                                                                  ["uses_torch_softmax"]}), relay_start), relay_end)
+    order = [ex.name for ex in exercises(released)]
+    before_softmax = sum(points[ex] for ex in order[:order.index("softmax")])
+    put("rt-banned-relay-frames", relayed,
+        about="softmax through torch.softmax (banned); the grader's frames caught on a pipe of the notebook's, "
+              "relayed with the bans edited out, and a done of its own",
+        score=before_softmax, status="flagged", reason="seal does not match")
     flood = ("import os\nblock = b'\\0' * (1 << 20)\nfor _ in range(300):\n"
              "    try:\n        os.write(3, block)\n    except OSError:\n        break\n")
     put("rt-correct-results-flood", _append(good, flood), about="correct answers + 300 MiB written to the results pipe",

@@ -244,8 +244,9 @@ class _Worker:
         try:
             (folder / "plan.json").write_text(json.dumps({"cells": the_plan.cells}))
             cases = [check["cases"] for cell in the_plan.cells for check in cell.get("checks", [])]
-            finished = self.zygote.run(folder, self.limits, cases)
-            results = wire.read_stream(folder / "results.stream", len(the_plan.cells))
+            key = os.urandom(wire.KEY_BYTES)  # this job's seal: only the grader's code in the sandbox holds it
+            finished = self.zygote.run(folder, self.limits, cases, key)
+            results = wire.read_stream(folder / "results.stream", len(the_plan.cells), key)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if finished.outside:  # killed from outside, or the sandbox machinery failed: not the notebook's doing

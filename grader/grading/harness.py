@@ -191,8 +191,8 @@ def warm() -> None:
     shell.reset(new_session=False)
 
 
-def run(plan: list[PlannedCell], results: int) -> None:
-    """Run the plan; ``results`` is the write end of the results pipe."""
+def run(plan: list[PlannedCell], results: int, sealer: wire.Sealer) -> None:
+    """Run the plan; ``results`` is the write end of the results pipe, every frame sealed by ``sealer``."""
     global _output_left
     shell = _shell()
     _output_left = wire.MAX_OUTPUT_CHARS
@@ -216,5 +216,5 @@ def run(plan: list[PlannedCell], results: int) -> None:
         except BaseException:  # noqa: BLE001 -- say so rather than stop: the later cells still count
             data = wire.frame({**header, "outcomes": None, "output": "",
                                "error": "the results of this cell could not be sent"})
-        _send(results, data)
-    _send(results, wire.frame({"t": "done", "cells": len(plan)}))
+        _send(results, sealer.seal(data))
+    _send(results, sealer.seal(wire.frame({"t": "done", "cells": len(plan)})))

@@ -138,10 +138,11 @@ class Zygote:
         info = json.loads(hello)
         self.isolation = info["isolation"]
 
-    def run(self, job: Path, limits: Limits, cases: list[str] = ()) -> Finished:
+    def run(self, job: Path, limits: Limits, cases: list[str], key: bytes) -> Finished:
         """Run the job in ``job`` (a folder only root can read: its ``plan.json``); the results stream
-        lands in ``job/results.stream``. ``cases`` are the case folders the plan refers to."""
-        request = {"job": str(job), "limits": asdict(limits), "cases": sorted(set(cases))}
+        lands in ``job/results.stream``, its frames sealed under ``key`` (:class:`grader.grading.wire.Sealer`).
+        ``cases`` are the case folders the plan refers to."""
+        request = {"job": str(job), "limits": asdict(limits), "cases": sorted(set(cases)), "key": key.hex()}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
@@ -506,7 +507,7 @@ def _load_plan(job: Path, cache: dict):
 
 
 def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict,
-              results: int, ready: int, weak_work: str | None) -> None:
+              results: int, ready: int, weak_work: str | None, sealer) -> None:
     """The notebook's process (PID 1 of the new namespaces when ``full``): wall in, say so on ``ready``
     (then closed), then run the plan."""
     plan = _load_plan(job, cache)
@@ -557,11 +558,11 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
 
     os.write(ready, READY)  # the walls are up: from here on, how this process ends is the notebook's doing
     os.close(ready)
-    harness.run(plan, RESULTS_FD)
+    harness.run(plan, RESULTS_FD, sealer)
 
 
 def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict, results: int,
-            report_fd: int, ready: int, cgroups: list[Path], weak_work: str | None = None) -> None:
+            report_fd: int, ready: int, cgroups: list[Path], weak_work: str | None = None, key: bytes = b"") -> None:
     """The forked child: join the job's cgroups, enter the namespaces, then fork the notebook's process
     and wait for it."""
     Cgroups.join(cgroups)
@@ -575,17 +576,19 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
     child = os.fork()
     if child == 0:
         os.close(report_fd)
+        from . import wire
+
+        sealer = wire.Sealer(key)  # the key lives on in this object only, in the grader's code's memory
+        key = None
         try:
-            _notebook(job, limits, uid, hide, full, cache, results, ready, weak_work)
+            _notebook(job, limits, uid, hide, full, cache, results, ready, weak_work, sealer)
             code = 0
         except BaseException:  # noqa: BLE001 -- the harness itself failed; the exit code says so
             code = 70
             try:
                 import traceback
 
-                from . import wire
-
-                os.write(RESULTS_FD, wire.frame({"t": "crash", "error": traceback.format_exc()[-8000:]}))
+                os.write(RESULTS_FD, sealer.seal(wire.frame({"t": "crash", "error": traceback.format_exc()[-8000:]})))
             except BaseException:  # noqa: BLE001
                 pass
         os._exit(code)
@@ -698,6 +701,9 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
 
     job = Path(request["job"])
     limits = Limits(**request["limits"])
+    key = bytes.fromhex(request["key"])
+    if len(key) != wire.KEY_BYTES:
+        raise ValueError("a job needs its key for the results' seals")
     start = time.monotonic()
     for folder in request.get("cases", []):
         if folder not in cache:
@@ -717,7 +723,7 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             os.close(read_end)
             os.close(report_r)
             os.close(ready_r)
-            _leader(job, limits, uid, hide, full, cache, write_end, report_w, ready_w, groups, weak_work)
+            _leader(job, limits, uid, hide, full, cache, write_end, report_w, ready_w, groups, weak_work, key)
         finally:
             os._exit(71)
     os.close(write_end)

@@ -7,7 +7,13 @@ grader reads. Both use one encoding: a JSON document in which an array is a refe
 ...}`` to the ``n``-th ``.npy`` blob, written and read with ``allow_pickle=False``.
 
 A frame is a 4-byte big-endian length, a JSON header (``{"t": "cell" | "done" | "crash", ...,
-"blobs": [sizes]}``) and the blobs it lists. The zygote copies the pipe into a file only it can write,
+"blobs": [sizes]}``), the blobs it lists, and a *seal*: HMAC-SHA256, under a key drawn for the job by the
+grader, of the frame's number in the stream and its bytes (:class:`Sealer`). The key reaches the notebook's
+process only in the memory of the grader's own code there (never a file, a variable of the notebook or
+the environment), so code in a notebook that writes to the pipe -- a ``dup`` of descriptor 3, the pipe
+pointed elsewhere and relayed -- cannot make a frame the reader accepts, nor edit, reorder or repeat
+genuine ones (holding them back only loses their points): the first frame whose seal does not match ends
+the reading, and what came before counts. The zygote copies the pipe into a file only it can write,
 stopping at :data:`MAX_STREAM_BYTES`; :func:`read_stream` validates everything against limits (frame and
 blob sizes, number of arrays, elements, nesting, dtypes, integer sizes), because the bytes were produced by
 a process that ran student code: a malformed or oversized answer becomes an error for that cell, never an
@@ -21,6 +27,8 @@ error outcome, the rest of the cell still counts), and the reader accepts a fram
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import io
 import json
 import math
@@ -304,6 +312,28 @@ def read(folder: Path) -> Any:
 # the results stream (sandbox to grader)
 
 
+SEAL_BYTES = 32  # HMAC-SHA256
+KEY_BYTES = 32
+
+
+def _seal(key: bytes, number: int, data: bytes) -> bytes:
+    return hmac.new(key, struct.pack(">Q", number) + data, hashlib.sha256).digest()
+
+
+class Sealer:
+    """Seals the frames of one job's stream in the order they are sent (see the module's docstring)."""
+
+    __slots__ = ("_key", "_sent")
+
+    def __init__(self, key: bytes):
+        self._key, self._sent = bytes(key), 0
+
+    def seal(self, data: bytes) -> bytes:
+        tag = _seal(self._key, self._sent, data)
+        self._sent += 1
+        return data + tag
+
+
 def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
     """One frame: length, JSON header (with the blobs' sizes), blobs."""
     header = {**header, "blobs": [len(b) for b in blobs]}
@@ -339,12 +369,16 @@ def _text(x: Any, limit: int) -> str:
     return x[:limit] if isinstance(x, str) else ""
 
 
-def read_stream(path: Path, n_cells: int) -> Results:
-    """Read the results stream the zygote saved at ``path`` (a file only trusted processes wrote).
+def read_stream(path: Path, n_cells: int, key: bytes) -> Results:
+    """Read the results stream the zygote saved at ``path`` (a file only trusted processes wrote), sealed
+    under ``key``.
 
-    Frames are read in order until the end, a malformed frame, or one over a limit; what was read before
-    counts. A cell index outside the plan, or a second frame for the same cell, ends the reading."""
+    Frames are read in order until the end, a malformed frame, one over a limit, or one whose seal does
+    not match (a frame the grader's code did not send, or not in its place); what was read before counts.
+    A cell index outside the plan, a second frame for the same cell, or any frame after ``done`` ends the
+    reading."""
     results = Results()
+    number = 0
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -361,7 +395,8 @@ def read_stream(path: Path, n_cells: int) -> Results:
                 (size,) = FRAME_HEADER.unpack(head)
                 if size > MAX_JSON_BYTES:
                     raise WireError("a frame's header is too large")
-                header = _loads(fh.read(size))
+                data = fh.read(size)
+                header = _loads(data)
                 if not isinstance(header, dict):
                     raise WireError("a frame's header is not an object")
                 sizes = header.get("blobs", [])
@@ -371,6 +406,13 @@ def read_stream(path: Path, n_cells: int) -> Results:
                 blobs = [fh.read(s) for s in sizes]
                 if any(len(b) != s for b, s in zip(blobs, sizes)):
                     raise WireError("a frame is cut short")
+                tag = fh.read(SEAL_BYTES)
+                if not hmac.compare_digest(tag, _seal(key, number, head + data + b"".join(blobs))):
+                    raise WireError(f"frame {number} was not sent by the grader's code (its seal does not match)")
+                number += 1
+                if results.done:  # someone wrote on after the grader's code said it was done
+                    results.done = False
+                    raise WireError("a frame after the end")
                 kind = header.get("t")
                 if kind == "done":
                     results.done = True
