@@ -102,7 +102,7 @@ def test_hidden_tests_never_reach_what_a_student_reads(graded):
     for page in pages:
         text = page.read_text()
         for secret in ("BEGIN HIDDEN TESTS", "check_close", "check_module", "check_property", "solutions.cases",
-                       "grader.checks"):
+                       "grader.checks", redteam.LEAK_MARK):  # the last: hidden inputs a notebook kept (class 8)
             assert secret not in text, f"{page} shows {secret!r}"
 
 

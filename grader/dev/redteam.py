@@ -241,6 +241,16 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         about="softmax through the fused attention kernel with identity keys and values",
         score=full - points["softmax"], status="flagged", reason="uses private _torch.ops.aten")
 
+    # issue 27, class 8: a function that keeps every input it is given, and a later cell that prints them
+    keep = ("\n_seen = []\n_real_softmax_keep = softmax\n"
+            "def softmax(x, dim=-1):\n    _seen.append(x)\n    return _real_softmax_keep(x, dim)\n")
+    show = ("print(LEAK_MARK, len(_seen), [t.flatten()[:4].tolist() for t in _seen[1:]])\n"
+            "raise ValueError(f'{LEAK_MARK} {[t.flatten()[:4].tolist() for t in _seen[1:]]}')\n")
+    put("rt-correct-leak-inputs", _append(samples.fill(released, {**correct, "softmax": correct["softmax"] + keep}),
+                                          "LEAK_MARK = 'LEAKED-' + 'INPUTS'  # not in the source as one word\n" + show),
+        about="correct answers; softmax keeps its inputs and a last cell prints them and raises with them",
+        score=full)
+
     # tampering with the locked test cells
     edited = copy.deepcopy(bad)
     for cell in _test_cells(edited):
@@ -362,6 +372,10 @@ def build_memory(course: Course, inbox: Path) -> dict[str, Expect]:
     # importing mmap is flagged for review too; the points are what the kernel's mark decides
     return {name: Expect(sum(points.values()) - points["softmax_backward"], "flagged", "imports mmap",
                          "chapter 7: correct answers, but softmax_backward first fills 128 MiB of mmap")}
+
+
+#: What the class-8 case prints beside the inputs it kept: it must appear in no feedback.
+LEAK_MARK = "LEAKED-" + "INPUTS"
 
 
 SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/lock/grader-sandbox")

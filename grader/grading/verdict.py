@@ -20,6 +20,7 @@ code ever ran.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import shutil
@@ -40,6 +41,8 @@ from ..submission import scrub
 from . import wire
 
 HIDDEN_NOTE = "# (hidden tests ran here)"
+WITHHELD_NOTE = ("[output not shown: this cell ran after the hidden tests had given the notebook their inputs, "
+                 "which stay hidden; run the notebook yourself to see it]\n")
 CUT_NOTE = (f"\n[... output not kept: the autograded notebook shows at most {wire.MAX_OUTPUT_CHARS:,} characters "
             "of the notebook's output]\n")
 
@@ -158,20 +161,29 @@ def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, res
     shown = _Shown()
     by_id = {v.grade_id: v for v in verdicts}
     planned_at = {origin: i for i, origin in enumerate(the_plan.origin) if origin is not None}
+    # from the first hidden check on, the notebook's process has held hidden inputs: what it printed or
+    # raised after that is not shown (issue 27, class 8), only the grader's verdicts
+    hidden_from = next((i for i, c in enumerate(the_plan.cells) if c["kind"] == "test" and c["checks"]),
+                       len(the_plan.cells))
+    test_at = {c["grade_id"]: i for i, c in enumerate(the_plan.cells) if c["kind"] == "test"}
     for index, cell in enumerate(nb.cells):
         meta = nbgrader_meta(cell) if cell.get("cell_type") == "code" else {}
         grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
         if grade_id in kit.tests:
             if index not in planned_at:
                 continue  # a duplicate
-            out.cells.append(_test_cell(kit.tests[grade_id], by_id[grade_id], shown))
+            out.cells.append(_test_cell(kit.tests[grade_id], by_id[grade_id], shown,
+                                        test_at[grade_id] > hidden_from))
             continue
         new = nbformat.from_dict(dict(cell))
         new.pop("id", None)
         if new.cell_type == "code":
             new.outputs, new.execution_count = [], None
             record = results.cells.get(planned_at[index]) if index in planned_at else None
-            if record:
+            if record and planned_at[index] > hidden_from:
+                if (record.output or record.error) and (note := shown.take(WITHHELD_NOTE)) is not None:
+                    new.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+            elif record:
                 if record.output and (text := shown.take(record.output)) is not None:
                     new.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
                 if record.error and (line := shown.take(record.error)) is not None:
@@ -180,7 +192,7 @@ def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, res
     present = {nbgrader_meta(c).get("grade_id") for c in out.cells}
     for grade_id, test in kit.tests.items():
         if grade_id not in present:
-            out.cells.append(_test_cell(test, by_id[grade_id], shown))
+            out.cells.append(_test_cell(test, by_id[grade_id], shown, test_at[grade_id] > hidden_from))
     for cell in out.cells:
         cell.setdefault("id", os.urandom(4).hex())
     scrub(out)  # a notebook printed them; no UTF-8 file can hold them
@@ -210,14 +222,37 @@ def _error(line: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_output("error", ename=name or "Error", evalue=value, traceback=[line])
 
 
-def _test_cell(test: TestCell, verdict: CellVerdict, shown: _Shown) -> nbformat.NotebookNode:
+def _test_cell(test: TestCell, verdict: CellVerdict, shown: _Shown, late: bool = False) -> nbformat.NotebookNode:
+    """The instructor's test cell with its verdict. ``late``: it ran after hidden inputs had reached the
+    notebook's process, so what that process printed or raised in it is withheld; the grader's own verdict
+    is shown."""
     source = test.visible + (("\n" + HIDDEN_NOTE) if test.checks else "")
     cell = nbformat.v4.new_code_cell(source, metadata=json.loads(json.dumps(test.metadata)))
+    if late:
+        if verdict.output and (note := shown.take(WITHHELD_NOTE)) is not None:
+            cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+        if verdict.message:
+            cell.outputs.append(_error(_public(verdict.message)))
+        return cell
     if verdict.output and (text := shown.take(verdict.output)) is not None:
         cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
     if verdict.message:  # the verdict itself, always shown
         cell.outputs.append(_error(verdict.message))
     return cell
+
+
+def _public(message: str) -> str:
+    """A late test cell's verdict without the notebook's own words: a verdict of the grader's (``CheckFailed``,
+    made only of the grader's text) as it is; an error the notebook's process raised in the visible test
+    reduced to its class, when that is one of Python's."""
+    if message.startswith("CheckFailed: ") or message.startswith("this test did not run") \
+            or message.startswith("the grader could not judge"):
+        return message
+    name = message.partition(":")[0].strip()
+    cls = getattr(builtins, name, None) if name.isidentifier() else None
+    shown = name if isinstance(cls, type) and issubclass(cls, BaseException) else "an error"
+    return f"{shown}: the visible test failed (its message is withheld: it ran after hidden tests; run the " \
+           "notebook yourself to see it)"
 
 
 def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
