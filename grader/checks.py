@@ -825,17 +825,6 @@ def reference_outputs(check: Check, cases: list[Case]) -> list[Any] | None:
         return _reference_outputs(check, [c for c in cases if c.raises is None])
 
 
-def _error_name(outcome: Outcome) -> str:
-    """What a student is told of an exception raised on a hidden case: its class's name when the class is
-    one of Python's own (a name no notebook chooses), never its message or a class of the notebook's, which
-    could spell out the hidden inputs the function was given (issue 27, class 8)."""
-    import builtins
-
-    name = outcome.error_types[0] if outcome.error_types else ""
-    cls = getattr(builtins, name, None) if name.isidentifier() else None
-    return name if isinstance(cls, type) and issubclass(cls, BaseException) else "an exception of the notebook's own"
-
-
 def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: list[Any] | None = None) -> None:
     """Decide a check from plain outcomes; raise :class:`CheckFailed` with the first problem found.
 
@@ -872,13 +861,12 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: li
                                   "block's scores before the next one (do not keep them all)")
         if case.raises is not None:
             if case.raises not in outcome.error_types:
-                got = f"it raised {_error_name(outcome)}" if outcome.error is not None else "it returned normally"
+                got = outcome.error or "it returned normally"
                 raise CheckFailed(f"`{check.target}` should raise {case.raises} on {_where(case.label, '')} "
                                   f"({got})")
             continue
         if outcome.error is not None:
-            raise CheckFailed(f"`{check.target}` raised on {_where(case.label, '')}: {_error_name(outcome)} (its "
-                              "message is not shown: the case's inputs are hidden, and a message could carry them)")
+            raise CheckFailed(f"`{check.target}` raised on {_where(case.label, '')}: {outcome.error}")
         before = _inputs_plain(case.args, case.kwargs)
         if compare(before, outcome.inputs_after, 0.0, 0.0, "input") is not None:
             raise CheckFailed(f"`{check.target}` modified its inputs on {_where(case.label, '')}: "
