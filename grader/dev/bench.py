@@ -83,7 +83,8 @@ def _plain(course: Course, inbox: Path, ws: Workspace, chapter: str = "qkv") -> 
         dest = ws.path("submitted", student.name, ch.id)
         dest.mkdir(parents=True, exist_ok=True)
         for f in src.iterdir():
-            shutil.copy(f, dest / f.name)
+            if f.is_file() and not f.is_symlink():  # a FIFO or a link (the red team's) would hang or escape
+                shutil.copy(f, dest / f.name)
     start = time.perf_counter()
     nbgrader(course, ["autograde", ch.id, "--force"], workspace=ws, timeout=7200,
              log_file=ws.path("logs") / "plain-autograde.log")
