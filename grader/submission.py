@@ -88,28 +88,22 @@ def scrub(tree) -> int:
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            for key in list(item):
-                value = item[key]
-                if isinstance(key, str) and _SURROGATE.search(key):
-                    new, n = clean(key)
-                    count += n
-                    del item[key]
-                    item[new] = value
-                    key = new
-                if isinstance(value, str):
-                    new, n = clean(value)
-                    if n:
-                        item[key], count = new, count + n
-                elif isinstance(value, (dict, list)):
-                    stack.append(value)
+            for key in [k for k in item if isinstance(k, str) and _SURROGATE.search(k)]:
+                new, n = clean(key)
+                count += n
+                item[new] = item.pop(key)
+            slots = list(item.items())
         elif isinstance(item, list):
-            for i, value in enumerate(item):
-                if isinstance(value, str):
-                    new, n = clean(value)
-                    if n:
-                        item[i], count = new, count + n
-                elif isinstance(value, (dict, list)):
-                    stack.append(value)
+            slots = list(enumerate(item))
+        else:
+            continue
+        for slot, value in slots:  # a dict's keys or a list's indices: one way to clean what they hold
+            if isinstance(value, str):
+                new, n = clean(value)
+                if n:
+                    item[slot], count = new, count + n
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
     return count
 
 
