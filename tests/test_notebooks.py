@@ -109,3 +109,46 @@ def test_reference_passes_every_hidden_check(ch):
         for cell in ex.tests:
             for check in parse_checks(split_hidden(cell.source)[1]):
                 run_local(check, getattr(module, ex.name))
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads) -- read as IPython runs it; enough to see what a cell needs."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = ast.parse(TransformerManager().transform_cell(source))
+    binds, reads = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            (reads if isinstance(n.ctx, ast.Load) else binds).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            binds |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.arg):
+            binds.add(n.arg)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            binds.add(n.name)
+    return binds, reads
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_no_cell_that_grading_runs_needs_a_demo_cell(ch):
+    """Grading skips the cells tagged ``demo`` or ``claim`` (figures, timings, measurements), so a cell it
+    runs may not read a name that only such a cell binds: it would fail in every student's graded run."""
+    import builtins
+
+    from grader.cells import is_demo
+
+    bound = set(dir(builtins)) | {"get_ipython", "display"}
+    only_in_demos: dict[str, str] = {}
+    for i, cell in enumerate(read(ch).cells):
+        if cell.cell_type != "code":
+            continue
+        binds, reads = _names(cell.source)
+        if is_demo(cell):
+            for name in binds - bound:
+                only_in_demos.setdefault(name, cell.get("id", str(i)))
+            continue
+        needed = {name: only_in_demos[name] for name in reads - binds - bound if name in only_in_demos}
+        assert not needed, f"cell {cell.get('id', i)} reads names bound only in demo cells: {needed}"
+        bound |= binds
