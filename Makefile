@@ -26,7 +26,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m grader.book.vendor || true   # MathJax for offline maths (from npm); without it the book uses the CDN
 	touch $@
 
-setup: $(VENV)/.installed
+# startup.pth: what every process of the environment does first (see the file)
+$(VENV)/.startup: $(VENV)/.installed grader/dev/startup.pth
+	cp grader/dev/startup.pth "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_grader_startup.pth"
+	touch $@
+
+setup: $(VENV)/.installed $(VENV)/.startup
 
 book: setup
 	$(VENV)/bin/grader release
