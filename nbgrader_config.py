@@ -26,7 +26,7 @@ from nbgrader.preprocessors import (
     SaveCells,
 )
 
-from grader.grading.feedback import HideHiddenTests
+from grader.grading.feedback import FeedbackHTML, HideHiddenTests
 from grader.grading.scoring import SkipDemoCells, StderrIsNotAnError
 from grader.release import RemoveClaimCells
 
@@ -60,6 +60,8 @@ c.Autograde.autograde_preprocessors = [
 ]
 # Feedback shows scores and error messages, never the hidden tests (see grader/grading/feedback.py).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+# nbconvert's HTML exporter without its BeautifulSoup re-parse of every page (a third of the time)
+c.GenerateFeedback.exporter_class = FeedbackHTML
 # The release is nbgrader's own, with the book's claim cells (grader/release.py) left out first.
 c.GenerateAssignment.preprocessors = [
     RemoveClaimCells, IncludeHeaderFooter, InstantiateTests, LockCells, ClearSolutions, ClearOutput, CheckCellMetadata,

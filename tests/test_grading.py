@@ -193,6 +193,27 @@ def test_report_prints_the_table_writes_csv_and_feedback_hides_hidden_tests(grad
     assert explained, "a wrong answer caught by a hidden check should show the check's message"
 
 
+def test_the_feedback_exporter_writes_the_page_nbconverts_own_exporter_writes(graded):
+    """FeedbackHTML does nbconvert's accessibility pass (alt texts, focusable cells) without BeautifulSoup."""
+    from bs4 import BeautifulSoup
+    from nbconvert.exporters import HTMLExporter
+
+    from grader.grading.feedback import NO_ALT, FeedbackHTML, accessible
+
+    _, _, ws, _ = graded
+    nb = nbformat.read(next(ws.path("autograded").glob("*/*/*.ipynb")), as_version=4)
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    nb.cells.append(nbformat.v4.new_code_cell("plot()", outputs=[nbformat.v4.new_output(
+        "display_data", data={"image/png": png, "text/plain": "<Figure>"})]))
+    nb.cells.append(nbformat.v4.new_markdown_cell("![a described picture](x.png)"))
+    for template in ("classic", "lab"):
+        pages = [BeautifulSoup(cls(template_name=template).from_notebook_node(nb)[0], "html.parser")
+                 for cls in (HTMLExporter, FeedbackHTML)]
+        assert str(pages[0]) == str(pages[1]), template
+        assert pages[1].find("img", alt=NO_ALT) and pages[1].find("img", alt="a described picture")
+    assert 'tabindex="0"' in accessible('<div class="jp-Notebook"><div class="jp-Cell-inputWrapper x">')
+
+
 def test_a_submission_that_never_finishes_is_stopped_and_recorded(tmp_path):
     ch = CHAPTERS[0]
     released = samples.released(COURSE, ch)

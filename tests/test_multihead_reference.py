@@ -3,9 +3,9 @@
 Oracles: the definition of a head as a column block, written with slices; ``torch.nn.MultiheadAttention``
 (weights copied across, masks complemented, per-head weights); ``F.scaled_dot_product_attention`` per head;
 ``sum(p.numel())`` of ``nn.MultiheadAttention``, of chapter 10's ``GroupedQueryAttention`` and of a layer
-of ``nn.Linear`` layers with any head width for the parameter count. Then ``TorchMultiheadAttention``, the wrapper through which the
-hidden check compares a student's module with the built-in; the case generators; and every hidden check of
-the notebook, including proof that they fail the head-split bugs in all their forms.
+of ``nn.Linear`` layers with any head width for the parameter count. Then ``TorchMultiheadAttention``, the
+wrapper through which the hidden check compares a student's module with the built-in; the case generators;
+and every hidden check of the notebook, including proof that they fail the head-split bugs in all their forms.
 """
 
 from __future__ import annotations
@@ -346,14 +346,16 @@ def test_param_count_of_multihead_attention_equals_the_modules_count(d_model, h,
 def test_param_count_of_grouped_query_attention_equals_chapter_10s_layer(d_model, h, h_kv, bias):
     from solutions.decoding import GroupedQueryAttention
 
-    assert ref.attention_param_count(d_model, h, h_kv, bias=bias) == numel(GroupedQueryAttention(d_model, h, h_kv, bias))
+    want = numel(GroupedQueryAttention(d_model, h, h_kv, bias))
+    assert ref.attention_param_count(d_model, h, h_kv, bias=bias) == want
 
 
 @pytest.mark.parametrize("d_model, h, h_kv, d_head", [(48, 4, 4, 16), (48, 4, 2, 16), (10, 4, 1, 8), (64, 8, 2, 4),
                                                       (30, 2, 2, 7)])
 @pytest.mark.parametrize("bias", [True, False])
 def test_param_count_with_any_head_width_equals_a_layer_of_linears(d_model, h, h_kv, d_head, bias):
-    assert ref.attention_param_count(d_model, h, h_kv, d_head, bias) == numel(grouped_layer(d_model, h, h_kv, d_head, bias))
+    want = numel(grouped_layer(d_model, h, h_kv, d_head, bias))
+    assert ref.attention_param_count(d_model, h, h_kv, d_head, bias) == want
 
 
 def test_param_count_is_exact_integer_arithmetic_past_float_precision():

@@ -507,7 +507,7 @@ def test_block_cases_keep_relu_in_its_linear_range_so_a_wrong_feed_forward_costs
             block = block_cls(*c.init)
             block.load_state_dict(c.state)
             seen = []
-            block.ffn.linear1.register_forward_hook(lambda mod, inp, out: seen.append(out.detach()))
+            block.ffn.linear1.register_forward_hook(lambda mod, inp, out, seen=seen: seen.append(out.detach()))
             with torch.no_grad():
                 block.eval()(*c.args)
             assert 0 < float(seen[0].min()) and float(seen[0].max()) < 6, c.label

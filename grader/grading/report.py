@@ -84,11 +84,19 @@ def write_csv(rows: list[Row], path: Path) -> Path:
 
 
 def feedback(course: Course, ws: Workspace, rows: list[Row]) -> list[str]:
-    """Generate feedback HTML for each chapter with graded submissions; return problems, if any."""
+    """Generate feedback HTML for each chapter with graded submissions; return problems, if any.
+
+    One nbgrader process for them all (assignment ``*``) when they are every chapter the autograded
+    folder holds, which is the usual case; otherwise one per chapter."""
+    chapters = sorted({r.chapter for r in rows if r.status == "graded"})
+    present = {p.name for p in ws.path("autograded").glob("*/*") if p.is_dir()}
+    runs_ = [("*", "feedback.log")] if chapters and present <= set(chapters) else \
+        [(ch, f"feedback-{ch}.log") for ch in chapters]
     problems = []
-    for chapter in sorted({r.chapter for r in rows if r.status == "graded"}):
-        result = nbgrader(course, ["generate_feedback", chapter, "--force"], workspace=ws,
-                          log_file=ws.path("logs") / f"feedback-{chapter}.log")
+    for assignment, log in runs_:
+        result = nbgrader(course, ["generate_feedback", assignment, "--force"], workspace=ws,
+                          log_file=ws.path("logs") / log)
         if not result.ok:
-            problems.append(f"feedback for {chapter}: {result.last_error()}")
+            problems.append(f"feedback for {'every chapter' if assignment == '*' else assignment}: "
+                            f"{result.last_error()}")
     return problems
