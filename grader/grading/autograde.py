@@ -459,6 +459,40 @@ class _Pool:
             self._reap(slot)
 
 
+class _Books:
+    """What this process writes, opened once per run (a class is hundreds of writes; opening nbgrader's
+    gradebook costs more than a submission's grades): the gradebook and the run records. After a failed
+    write both are closed, so the next write starts on a fresh connection."""
+
+    def __init__(self, ws: Workspace):
+        self.ws, self.gb, self.runs = ws, None, runs.Recorder(ws.db_url)
+
+    def store(self, kits: dict, job: Job, out: Outcome, attempt: int) -> None:
+        try:
+            if self.gb is None and out.run.status != "failed":
+                from nbgrader.api import Gradebook
+                self.gb = Gradebook(self.ws.db_url)
+            _store(self.ws, kits, job, out, attempt, self.gb)
+        except BaseException:
+            self.close()
+            raise
+
+    def record(self, run: runs.Run) -> None:
+        try:
+            self.runs.record(run)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        gb, self.gb = self.gb, None
+        for closing in ((gb.close,) if gb is not None else ()) + (lambda: self.runs.__exit__(None, None, None),):
+            try:
+                closing()
+            except Exception:  # noqa: BLE001,S110 -- a broken connection: nothing more to lose
+                pass
+
+
 def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None = None,
               workspace: Workspace | None = None, jobs: int = 1, timeout: float = 600,
               shard: tuple[int, int] | None = None, dry_run: bool = False, limits: Limits | None = None,
@@ -509,7 +543,7 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
         job, attempt, first = item
         if not out.fault:
             try:
-                _store(ws, kits, job, out, attempt)
+                books.store(kits, job, out, attempt)
             except Exception as exc:  # noqa: BLE001 -- the gradebook write failed: the grader's trouble
                 out.fault = f"recording the grades failed: {type(exc).__name__}: {exc}"[:500]
         if out.fault and attempt == 1:
@@ -525,7 +559,7 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
         elif first:
             run.reason = "; ".join(filter(None, [run.reason, f"graded on a second attempt after: {first}"]))
         try:
-            runs.record(ws.db_url, run)
+            books.record(run)
         except Exception as exc:  # noqa: BLE001 -- keep going; the summary and the exit code say so
             run = runs.Run(run.student, run.chapter, ERROR, f"the run record could not be written: "
                            f"{type(exc).__name__}: {exc}"[:500], run.seconds)
@@ -542,13 +576,14 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     # read). Grading starts once every kit is shared, so a chapter whose preparation raises stops the run
     # before any grade is written, as it always has.
     pool = _Pool(slots, hide)
+    books = _Books(ws)
     try:
         _release(course, needed, ws)
         kits.update(_prepare(course, needed, ws, raws, sources, log))
         pool.share({"course": course, "ws": ws, "kits": kits, "limits": limits, "source_ids": source_ids,
                     "course_cells": course_cells})
         for run in results:
-            runs.record(ws.db_url, run)
+            books.record(run)
             log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
         bar = _Progress(len(found)) if progress else None
 
@@ -584,6 +619,7 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
                     out = message[1]
                 finish(item, out)
     finally:
+        books.close()
         pool.close()
     return results
 
@@ -604,11 +640,11 @@ def _prepare(course: Course, chapters: list[Chapter], ws: Workspace, raws: dict[
     return kits
 
 
-def _store(ws: Workspace, kits: dict, job: Job, out: Outcome, attempt: int) -> None:
+def _store(ws: Workspace, kits: dict, job: Job, out: Outcome, attempt: int, gb=None) -> None:
     """Write one submission's grades (one transaction) and its autograded notebook: only this process
     writes the gradebook, one submission at a time."""
     if out.run.status == "failed":
         return
     _forget(ws, job.student, job.chapter.id)
     _injected("record", job.student, attempt)
-    verdict.record(ws, kits[job.chapter.id], job.student, out.verdicts, nbformat.from_dict(out.notebook))
+    verdict.record(ws, kits[job.chapter.id], job.student, out.verdicts, nbformat.from_dict(out.notebook), gb)

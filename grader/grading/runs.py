@@ -46,15 +46,38 @@ def _engine(db_url: str) -> sa.Engine:
     return engine
 
 
+class Recorder:
+    """One engine for many records (a class batch): ``with Recorder(url) as rec: rec.record(run)``."""
+
+    def __init__(self, db_url: str):
+        self.db_url, self.engine = db_url, None
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.engine is not None:
+            self.engine.dispose()
+            self.engine = None
+
+    def record(self, run: Run) -> None:
+        if self.engine is None:
+            self.engine = _engine(self.db_url)
+        _write(self.engine, run)
+
+
 def record(db_url: str, run: Run) -> None:
-    engine = _engine(db_url)
+    with Recorder(db_url) as rec:
+        rec.record(run)
+
+
+def _write(engine: sa.Engine, run: Run) -> None:
     with engine.begin() as conn:
         conn.execute(sa.delete(runs_table).where(runs_table.c.student == run.student,
                                                  runs_table.c.chapter == run.chapter))
         conn.execute(sa.insert(runs_table).values(
             student=run.student, chapter=run.chapter, status=run.status, reason=run.reason,
             seconds=run.seconds, updated=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)))
-    engine.dispose()
 
 
 def load(db_url: str) -> dict[tuple[str, str], Run]:

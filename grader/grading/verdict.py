@@ -256,8 +256,9 @@ def _public(message: str) -> str:
 
 
 def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
-           notebook: nbformat.NotebookNode) -> None:
-    """Write the grades (one transaction) and the autograded notebook."""
+           notebook: nbformat.NotebookNode, gb=None) -> None:
+    """Write the grades and the autograded notebook; into ``gb``, an open nbgrader ``Gradebook`` of
+    ``ws``, when one is given (a class batch keeps one open), else into one opened for this."""
     from nbgrader.api import Gradebook
 
     ch = kit.chapter
@@ -266,12 +267,28 @@ def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
     tmp = dest / f".{ch.notebook.name}.tmp"
     nbformat.write(notebook, tmp)
     os.replace(tmp, dest / ch.notebook.name)
-    with warnings.catch_warnings(), Gradebook(ws.db_url) as gb:
+    if gb is None:
+        with Gradebook(ws.db_url) as own:
+            return record_grades(own, kit, student, verdicts)
+    record_grades(gb, kit, student, verdicts)
+
+
+def record_grades(gb, kit: Kit, student: str, verdicts: list[CellVerdict]) -> None:
+    """The verdicts as the submission's auto scores; on any failure the session is rolled back, so an open
+    gradebook stays usable for the next submission."""
+    ch = kit.chapter
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy session warnings, harmless here
-        gb.update_or_create_student(student)
-        gb.update_or_create_submission(ch.id, student)
-        for v in verdicts:
-            grade = gb.find_grade(v.grade_id, ch.slug, ch.id, student)
-            grade.auto_score = v.score
-            grade.needs_manual_grade = grade.manual_score is not None
-        gb.db.commit()
+        try:
+            gb.update_or_create_student(student)
+            sub = gb.update_or_create_submission(ch.id, student)
+            # the submission's grades, loaded with it: one query, not one per verdict
+            grades = {(nb.name, g.name): g for nb in sub.notebooks for g in nb.grades}
+            for v in verdicts:
+                grade = grades.get((ch.slug, v.grade_id)) or gb.find_grade(v.grade_id, ch.slug, ch.id, student)
+                grade.auto_score = v.score
+                grade.needs_manual_grade = grade.manual_score is not None
+            gb.db.commit()
+        except BaseException:
+            gb.db.rollback()
+            raise
