@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
 import hashlib
 import json
 import shutil
@@ -83,8 +85,34 @@ def is_released(course: Course, chapter: Chapter, workspace: Workspace | None = 
             and _in_gradebook(db_url, chapter))
 
 
+@contextlib.contextmanager
+def _releasing(course: Course):
+    """One release at a time in a course's build (an exclusive lock on a file beside the release records):
+    nbgrader's ``--force`` deletes a chapter's release folder before it writes it again, so a second process
+    that found a chapter not yet recorded (while the first was still writing its records) would delete what
+    the first had just made, under a reader's feet."""
+    lock = course.build / "cache" / "release.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | None = None,
             log=print, force: bool = False) -> list[Path]:
+    """Write ``_build/release/<chapter>/`` and record the chapters' cells in the workspace's gradebook, one
+    release at a time per build (:func:`_releasing`; whether a chapter is already released is asked under it).
+    """
+    course.build.mkdir(exist_ok=True)
+    with _releasing(course):
+        return _release(course, chapters, workspace=workspace, log=log, force=force)
+
+
+def _release(course: Course, chapters: list[Chapter], *, workspace: Workspace | None,
+             log, force: bool) -> list[Path]:
     """Write ``_build/release/<chapter>/`` and record the chapters' cells in the workspace's gradebook.
 
     A chapter already released from the same source into the same gradebook (:func:`is_released`) is left as
@@ -95,7 +123,6 @@ def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | N
     writes, see ``nbgrader_config.py``)."""
     from .execute import parallel_kernels
 
-    course.build.mkdir(exist_ok=True)
     db_url = (workspace or course.workspace()).db_url
     done = [] if force else [ch for ch in chapters if is_released(course, ch, workspace)]
     if done:

@@ -4,6 +4,7 @@ leftovers, and the execution cache is keyed on what can change a chapter's outpu
 from __future__ import annotations
 
 import shutil
+import threading
 
 import nbformat
 import pytest
@@ -188,5 +189,14 @@ def test_release_leaves_a_chapter_made_from_its_current_source_alone(tmp_path):
 
     (course.build / "gradebook.db").unlink()
     assert not is_released(course, ch), "a new gradebook must learn the chapter's cells"
-    release(course, [ch], log=lambda *_: None, force=True)
+    # one release at a time per build: a second one (another test process, `make book` beside `grader
+    # release`) waits, and then asks again whether the chapter is released, instead of deleting its folder
+    # under the first one's readers
+    from grader.release import _releasing
+    with _releasing(course):
+        second = threading.Thread(target=release, args=(course, [ch]), kwargs={"log": lambda *_: None})
+        second.start()
+        second.join(1.0)
+        assert second.is_alive() and not is_released(course, ch), "a release ran while another held the build"
+    second.join(120)
     assert is_released(course, ch)
