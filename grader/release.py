@@ -7,7 +7,9 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -88,9 +90,9 @@ def is_released(course: Course, chapter: Chapter, workspace: Workspace | None = 
 @contextlib.contextmanager
 def _releasing(course: Course):
     """One release at a time in a course's build (an exclusive lock on a file beside the release records):
-    nbgrader's ``--force`` deletes a chapter's release folder before it writes it again, so a second process
-    that found a chapter not yet recorded (while the first was still writing its records) would delete what
-    the first had just made, under a reader's feet."""
+    whether a chapter is released is asked, and the chapter released and recorded, by one process at a time
+    (two graders starting together would otherwise both make it, and write its record in turn).
+    """
     lock = course.build / "cache" / "release.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as fh:
@@ -129,15 +131,28 @@ def _release(course: Course, chapters: list[Chapter], *, workspace: Workspace | 
         log(f"  {len(done)} chapter(s) already released from their current source: "
             f"{', '.join(ch.id for ch in done)}")
 
+    # nbgrader writes into a folder of this release's own, and each file then replaces its published copy
+    # by a rename: a reader of _build/release (the book's download, a test, another grader) never finds
+    # a chapter's folder emptied, as it would while nbgrader's --force deletes and rewrites it in place
+    staging = Path(tempfile.mkdtemp(prefix="release-", dir=course.build / "cache")) if chapters else None
+
     def generate(assignment: str) -> None:
         name = "all" if assignment == "*" else assignment
-        result = nbgrader(course, ["generate_assignment", assignment, "--force"], workspace=workspace,
+        result = nbgrader(course, ["generate_assignment", assignment, "--force",
+                                   f"--CourseDirectory.release_directory={staging}"], workspace=workspace,
                           log_file=course.build / "logs" / f"release-{name}.log")
         if not result.ok:
             raise ReleaseFailed(f"nbgrader generate_assignment {assignment} failed: {result.last_error()}")
 
     def recorded(ch: Chapter) -> Path:
-        out = course.build / "release" / ch.id / ch.notebook.name
+        made, published = staging / ch.id, course.build / "release" / ch.id
+        new = {f.relative_to(made) for f in made.rglob("*") if f.is_file()}
+        for rel in sorted(new):
+            (published / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(made / rel, published / rel)
+        for old in (f for f in published.rglob("*") if f.is_file() and f.relative_to(published) not in new):
+            old.unlink()
+        out = published / ch.notebook.name
         record = _release_record(course, ch)
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"key": _release_key(course, ch, db_url), "released": _digest(out)}))
@@ -148,14 +163,18 @@ def _release(course: Course, chapters: list[Chapter], *, workspace: Workspace | 
         return recorded(ch)
 
     todo = [ch for ch in chapters if ch not in done]
-    if len(todo) > 1 and {ch.id for ch in todo} == {ch.id for ch in course.chapters()}:
-        generate("*")  # every chapter: one process (a fresh gradebook, a changed course), 11 chapters in ~5 s
-        made = [recorded(ch) for ch in todo]
-    else:
-        made = [one(ch) for ch in todo[:1]]
-        if todo[1:]:
-            with ThreadPoolExecutor(parallel_kernels()) as pool:  # threads that wait on nbgrader's processes
-                made += list(pool.map(one, todo[1:]))
+    try:
+        if len(todo) > 1 and {ch.id for ch in todo} == {ch.id for ch in course.chapters()}:
+            generate("*")  # every chapter: one process (a fresh gradebook, a changed course), 11 chapters in ~5 s
+            made = [recorded(ch) for ch in todo]
+        else:
+            made = [one(ch) for ch in todo[:1]]
+            if todo[1:]:
+                with ThreadPoolExecutor(parallel_kernels()) as pool:  # threads that wait on nbgrader's processes
+                    made += list(pool.map(one, todo[1:]))
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     for out in made:
         log(f"  {out.parent.name}: {out.relative_to(course.root)}")
     write_student_repo_files(course)

@@ -200,3 +200,23 @@ def test_release_leaves_a_chapter_made_from_its_current_source_alone(tmp_path):
         assert second.is_alive() and not is_released(course, ch), "a release ran while another held the build"
     second.join(120)
     assert is_released(course, ch)
+
+    # a release (here forced) replaces each published file by a rename: a reader never finds it missing
+    misses, stop = [], threading.Event()
+
+    def read_on():
+        while not stop.is_set():
+            try:
+                out.read_bytes()
+            except FileNotFoundError:
+                misses.append(1)
+
+    reader = threading.Thread(target=read_on)
+    reader.start()
+    try:
+        release(course, [ch], log=lambda *_: None, force=True)
+    finally:
+        stop.set()
+        reader.join()
+    assert not misses, f"the released notebook was missing {len(misses)} time(s) while it was released again"
+    assert not list((course.build / "cache").glob("release-*")), "the release's staging folder was left behind"
