@@ -361,12 +361,16 @@ class _BannedOpRecorder(TorchDispatchMode):
     def __init__(self, patterns: list[str], seen: list[str]):
         super().__init__()
         self.patterns, self.seen = patterns, seen
+        self._hits: dict[Any, tuple[str, ...]] = {}  # operator -> the patterns it matches (thousands of calls)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = "aten." + func.overloadpacket.__name__
-        for pattern in self.patterns:
-            hit = name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
-            if hit and pattern not in self.seen:
+        hits = self._hits.get(func)
+        if hits is None:
+            name = "aten." + func.overloadpacket.__name__
+            hits = self._hits[func] = tuple(p for p in self.patterns
+                                            if (name.startswith(p[:-1]) if p.endswith("*") else name == p))
+        for pattern in hits:
+            if pattern not in self.seen:
                 self.seen.append(pattern)
         return func(*args, **(kwargs or {}))
 
@@ -490,6 +494,22 @@ def _recording_banned(names: Iterable[str], seen: list[str]):
         yield
 
 
+def _tensors(tree: Any, found: list | None = None) -> list[torch.Tensor]:
+    """The tensors in an operator's arguments or results: what ``torch.utils._pytree.tree_leaves`` finds
+    there (an ATen operator takes and returns tensors, scalars, and tuples, lists and dicts of them), in a
+    few isinstance tests instead of pytree's general walk (a third of a metered case's time)."""
+    found = [] if found is None else found
+    if isinstance(tree, torch.Tensor):
+        found.append(tree)
+    elif isinstance(tree, (tuple, list)):
+        for item in tree:
+            _tensors(item, found)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            _tensors(item, found)
+    return found
+
+
 class MemoryMeter(TorchDispatchMode):
     """Measures the tensors that operators create inside it: the largest one (elements, and which
     operator made it) and the peak of the elements alive at once.
@@ -511,10 +531,9 @@ class MemoryMeter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = {id(t.untyped_storage()) for t in torch.utils._pytree.tree_leaves((args, kwargs))
-                  if isinstance(t, torch.Tensor) and t.layout == torch.strided}
-        for t in torch.utils._pytree.tree_leaves(out):
-            if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        inputs = {id(t.untyped_storage()) for t in _tensors((args, kwargs)) if t.layout == torch.strided}
+        for t in _tensors(out):
+            if t.layout != torch.strided:
                 continue
             storage = t.untyped_storage()
             key = id(storage)
