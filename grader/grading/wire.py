@@ -259,15 +259,18 @@ class _Reader:
             if not isinstance(inner, dict):
                 raise WireError("bad dict")
             return {str(k): self.decode(v, depth + 1) for k, v in inner.items()}
-        for cls in (Case, Outcome):
-            if key == "$" + cls.__name__:
-                fields = x[key]
-                names = {f.name for f in dataclasses.fields(cls)}
-                if not isinstance(fields, dict) or not set(fields) <= names:
-                    raise WireError(f"bad {cls.__name__}")
-                values = {k: self.decode(v, depth + 1) for k, v in fields.items()}
-                return cls(**values)
+        known = _RECORDS.get(key)
+        if known is not None:
+            cls, names = known
+            fields = x[key]
+            if not isinstance(fields, dict) or not names.issuperset(fields):
+                raise WireError(f"bad {cls.__name__}")
+            return cls(**{k: self.decode(v, depth + 1) for k, v in fields.items()})
         raise WireError(f"unknown tag {key[:40]!r}")
+
+
+#: The dataclasses a document may hold, by tag, with their field names (looked up once, not per record)
+_RECORDS = {"$" + cls.__name__: (cls, frozenset(f.name for f in dataclasses.fields(cls))) for cls in (Case, Outcome)}
 
 
 def _list(x: Any) -> list:

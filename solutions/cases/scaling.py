@@ -45,6 +45,7 @@ a memory bound that any ``(..., n, n)`` tensor breaks, for every kind of input i
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 
@@ -291,8 +292,10 @@ def estimates_are_unbiased(cases: list[Case], outputs: list) -> None:
         _check_mean(d_k, n, values)
 
 
+@functools.lru_cache(maxsize=16)
 def _reference_sample(d_k: int, n: int, size: int) -> torch.Tensor:
-    """``size`` independent estimates drawn by the judge itself, vectorised, from its own stream."""
+    """``size`` independent estimates drawn by the judge itself, vectorised, from its own stream (the
+    same for every submission: drawn once per grading worker; callers only read it)."""
     g = torch.Generator().manual_seed(REFERENCE_SEED)
     q = torch.randn(size, n, d_k, generator=g, dtype=torch.float64)
     k = torch.randn(size, n, d_k, generator=g, dtype=torch.float64)
