@@ -43,8 +43,10 @@ def _digest(*paths: Path) -> str:
     return h.hexdigest()
 
 
-def _release_record(course: Course, chapter: Chapter) -> Path:
-    return course.build / "cache" / "release" / f"{chapter.id}.json"
+def _release_record(course: Course, chapter: Chapter, db_url: str) -> Path:
+    """Where the release of ``chapter`` into the gradebook ``db_url`` is recorded: one record per gradebook,
+    so that grading into another one (a test's, a shard's) does not make this one's look stale."""
+    return course.build / "cache" / "release" / hashlib.sha256(db_url.encode()).hexdigest()[:16] / f"{chapter.id}.json"
 
 
 def _release_key(course: Course, chapter: Chapter, db_url: str) -> str:
@@ -79,7 +81,7 @@ def is_released(course: Course, chapter: Chapter, workspace: Workspace | None = 
     db_url = (workspace or course.workspace()).db_url
     released = course.build / "release" / chapter.id / chapter.notebook.name
     try:
-        record = json.loads(_release_record(course, chapter).read_text())
+        record = json.loads(_release_record(course, chapter, db_url).read_text())
     except (OSError, ValueError):
         return False
     return (isinstance(record, dict) and record.get("key") == _release_key(course, chapter, db_url)
@@ -153,7 +155,7 @@ def _release(course: Course, chapters: list[Chapter], *, workspace: Workspace | 
         for old in (f for f in published.rglob("*") if f.is_file() and f.relative_to(published) not in new):
             old.unlink()
         out = published / ch.notebook.name
-        record = _release_record(course, ch)
+        record = _release_record(course, ch, db_url)
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"key": _release_key(course, ch, db_url), "released": _digest(out)}))
         return out
