@@ -117,7 +117,7 @@ def release(course: Course, chapters: list[Chapter], *, workspace: Workspace | N
 
 def _release(course: Course, chapters: list[Chapter], *, workspace: Workspace | None,
              log, force: bool) -> list[Path]:
-    """Write ``_build/release/<chapter>/`` and record the chapters' cells in the workspace's gradebook.
+    """:func:`release`, under the build's lock.
 
     A chapter already released from the same source into the same gradebook (:func:`is_released`) is left as
     it is, unless ``force``. When that leaves every chapter of the course, one ``nbgrader generate_assignment *``
@@ -133,10 +133,11 @@ def _release(course: Course, chapters: list[Chapter], *, workspace: Workspace | 
         log(f"  {len(done)} chapter(s) already released from their current source: "
             f"{', '.join(ch.id for ch in done)}")
 
+    todo = [ch for ch in chapters if ch not in done]
     # nbgrader writes into a folder of this release's own, and each file then replaces its published copy
     # by a rename: a reader of _build/release (the book's download, a test, another grader) never finds
     # a chapter's folder emptied, as it would while nbgrader's --force deletes and rewrites it in place
-    staging = Path(tempfile.mkdtemp(prefix="release-", dir=course.build / "cache")) if chapters else None
+    staging = Path(tempfile.mkdtemp(prefix="release-", dir=course.build / "cache")) if todo else None
 
     def generate(assignment: str) -> None:
         name = "all" if assignment == "*" else assignment
@@ -164,7 +165,6 @@ def _release(course: Course, chapters: list[Chapter], *, workspace: Workspace | 
         generate(ch.id)
         return recorded(ch)
 
-    todo = [ch for ch in chapters if ch not in done]
     try:
         if len(todo) > 1 and {ch.id for ch in todo} == {ch.id for ch in course.chapters()}:
             generate("*")  # every chapter: one process (a fresh gradebook, a changed course), 11 chapters in ~5 s

@@ -478,15 +478,15 @@ def test_page_on_every_screen(browser, contexts, server, loaded_pages, name, wid
         assert shot.stat().st_size > 5_000, "the screenshot is blank"
         if visit.errors:
             problems.append("\n".join(visit.errors))
-        for step in (no_raw_tex, scheme_followed, layout) if fresh else (scheme_followed, layout):
-            check(step)
-        if fresh:
-            check(_check_rendering, visit, name)
+        check(scheme_followed)  # what the colour scheme can change: on every screen
+        check(layout)
         check(_check_figures, visit, name, width)
-        if fresh:
+        check(_check_icons, visit, name, width)
+        if fresh:  # what it cannot: once per page load
+            check(no_raw_tex)
+            check(_check_rendering, visit, name)
             check(_check_navigation, visit, name, width)
             check(_check_language, visit, name, width)
-        check(_check_icons, visit, name, width)
     finally:
         if keep:
             loaded_pages[(name, width)] = visit

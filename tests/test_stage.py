@@ -190,8 +190,7 @@ def test_release_leaves_a_chapter_made_from_its_current_source_alone(tmp_path):
     (course.build / "gradebook.db").unlink()
     assert not is_released(course, ch), "a new gradebook must learn the chapter's cells"
     # one release at a time per build: a second one (another test process, `make book` beside `grader
-    # release`) waits, and then asks again whether the chapter is released, instead of deleting its folder
-    # under the first one's readers
+    # release`) waits, and then asks again whether the chapter is released, instead of making it again
     from grader.release import _releasing
     with _releasing(course):
         second = threading.Thread(target=release, args=(course, [ch]), kwargs={"log": lambda *_: None})
