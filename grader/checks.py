@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import dataclasses
 import importlib
 import math
 import sys
@@ -117,6 +118,17 @@ class Case:
     max_live: int | None = None
 
 
+
+def metered(case: Case) -> bool:
+    """Whether a case bounds memory: the grader's sandbox then gives its inputs only inside a window whose
+    memory the kernel measures (:mod:`grader.grading.sandbox`), never with the rest of the plan."""
+    return case.max_numel is not None
+
+
+def stub(case: Case) -> Case:
+    """A metered case without its inputs (what the sandbox's plan holds): its label, bounds and kind."""
+    return dataclasses.replace(case, args=(), kwargs={}, init=None, init_kwargs={}, state=None, grad_output=None)
+
 #: Python-side allocation allowance (bytes) on top of ``8 * max_numel`` for memory-bounded cases.
 PYTHON_ALLOWANCE = 256 * 1024
 #: Growth of the whole process's peak resident memory allowed during a memory-bounded call, on top of
@@ -124,6 +136,12 @@ PYTHON_ALLOWANCE = 256 * 1024
 #: a correct chunked attention after a long test session). It counts what the
 #: per-operator meter cannot see: tensors made on other threads, numpy, an anonymous ``mmap``.
 RSS_ALLOWANCE = 64 * 1024 * 1024
+#: The same allowance when the kernel measured the case (the grader's sandbox: the memory charged to the
+#: job's processes from the moment the case's inputs were handed over until its outcome was, in a cgroup
+#: of its own; :mod:`grader.grading.sandbox`). Measured for the reference answers of every chapter: at most
+#: 8.1 MiB above ``8 * max(max_live, 2 * max_numel)`` (a chunked attention of 255 chunks, allocator slack
+#: and the meters' own tracing); the memory cases that matter make the forbidden matrix 64 MiB or more.
+KERNEL_RSS_ALLOWANCE = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -168,6 +186,7 @@ class Outcome:
     python_peak: int = 0  # peak Python-side allocation in bytes (memory cases only)
     peak_live: int = 0  # peak elements alive at once in tensors created during the call (memory cases)
     rss_growth: int = -1  # growth of the process's peak resident memory during the call, bytes (-1: unknown)
+    rss_kernel: bool = False  # rss_growth is the kernel's figure for the case's window (set by the grader)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -511,41 +530,49 @@ def _tensors(tree: Any, found: list | None = None) -> list[torch.Tensor]:
 
 
 class MemoryMeter(TorchDispatchMode):
-    """Measures the tensors that operators create inside it: the largest one (elements, and which
-    operator made it) and the peak of the elements alive at once.
+    """Measures the storages that operators write inside it: the largest one (elements, and which
+    operator wrote it) and the peak of the elements alive at once in storages made during the call.
 
-    An output whose storage is one of the call's inputs' storages (a view, an in-place result) is not a
-    new allocation. A ``weakref.finalize`` on each new storage takes its elements off the live total
-    when it is freed, so keeping every block's scores in a list is seen as well as one big matrix.
+    Every storage an operator returns counts, whoever made it, except the case's own inputs (``inputs``:
+    their storages at the size they came with): a new tensor, and also a buffer made before the call and
+    written into (``matmul(out=buf)``, an in-place op on it) or grown (``resize_``). A view or an in-place
+    result of a storage already counted adds nothing, unless the storage grew. A ``weakref.finalize`` on
+    each storage takes its elements off the live total when it is freed, so keeping every block's scores
+    in a list is seen as well as one big matrix.
     """
 
-    def __init__(self):
+    def __init__(self, inputs: Iterable[torch.Tensor] = ()):
         super().__init__()
         self.largest, self.largest_op = 0, ""
         self.live, self.peak_live = 0, 0
-        self._seen: set[int] = set()
+        # storage id -> (bytes, elements) counted for it; the inputs' storages by their bytes (a storage seen
+        # through another dtype, ``view(torch.uint8)``, is the same memory)
+        self._counted: dict[int, tuple[int, int]] = {}
+        self._inputs = {id(t.untyped_storage()): t.untyped_storage().nbytes() for t in inputs
+                        if t.layout == torch.strided}
 
-    def _free(self, key: int, numel: int) -> None:
-        self._seen.discard(key)
-        self.live -= numel
+    def _free(self, key: int) -> None:
+        self.live -= self._counted.pop(key, (0, 0))[1]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = {id(t.untyped_storage()) for t in _tensors((args, kwargs)) if t.layout == torch.strided}
         for t in _tensors(out):
             if t.layout != torch.strided:
                 continue
             storage = t.untyped_storage()
-            key = id(storage)
-            if key in inputs or key in self._seen:
-                continue
-            numel = storage.nbytes() // max(t.element_size(), 1)
+            key, nbytes = id(storage), storage.nbytes()
+            counted = self._counted.get(key)
+            before = counted[0] if counted else self._inputs.get(key)
+            if before is not None and nbytes <= before:
+                continue  # a view or an in-place result of what is counted (or an input at its size)
+            numel = nbytes // max(t.element_size(), 1)
             if numel > self.largest:
                 self.largest, self.largest_op = numel, "aten." + func.overloadpacket.__name__
-            self._seen.add(key)
-            self.live += numel
+            if counted is None:
+                weakref.finalize(storage, self._free, key)
+            self.live += numel - (counted[1] if counted else 0)
+            self._counted[key] = (nbytes, numel)
             self.peak_live = max(self.peak_live, self.live)
-            weakref.finalize(storage, self._free, key, numel)
         return out
 
 
@@ -615,7 +642,7 @@ def _no_new_threads():
 
 
 @contextlib.contextmanager
-def _measuring_memory(enabled: bool, outcome: Outcome):
+def _measuring_memory(enabled: bool, outcome: Outcome, inputs: Iterable[torch.Tensor] = ()):
     if not enabled:
         yield
         return
@@ -628,7 +655,7 @@ def _measuring_memory(enabled: bool, outcome: Outcome):
         tracemalloc.start()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
-    meter = MemoryMeter()
+    meter = MemoryMeter(inputs)
     try:
         with meter, _no_new_threads():
             yield
@@ -729,7 +756,7 @@ def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Ou
         args, kwargs = _clone(case.args), _clone(case.kwargs)
         outcome, seen = Outcome(), []
         try:
-            with _recording_banned(banned, seen), _measuring_memory(case.max_numel is not None, outcome):
+            with _recording_banned(banned, seen), _measuring_memory(metered(case), outcome, _tensors((args, kwargs))):
                 result = _call(obj, case, args, kwargs)
             outcome.output = to_plain(result)
         except BaseException as exc:  # noqa: BLE001 -- the student's error (SystemExit too) is the case's verdict
@@ -876,14 +903,16 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: li
                 raise CheckFailed(f"`{check.target}` allocated {outcome.python_peak:,} bytes outside torch "
                                   f"on {_where(case.label, '')}; the limit is "
                                   f"{8 * case.max_numel + PYTHON_ALLOWANCE:,}: work in blocks")
-            allowed = 8 * max(case.max_live or 0, 2 * case.max_numel) + RSS_ALLOWANCE
+            allowed = 8 * max(case.max_live or 0, 2 * case.max_numel) + (
+                KERNEL_RSS_ALLOWANCE if outcome.rss_kernel else RSS_ALLOWANCE)
             if outcome.rss_growth < 0:  # fail closed: a bound nobody could measure is not met
                 raise CheckFailed(f"`{check.target}` could not have its memory measured on "
                                   f"{_where(case.label, '')} (no peak-resident-memory reading here), so this "
                                   "memory-bounded case is not passed: the instructor should grade it again on "
                                   "a Linux machine with /proc/self/clear_refs")
             if outcome.rss_growth > allowed:
-                raise CheckFailed(f"`{check.target}` grew the process's memory by {outcome.rss_growth:,} bytes "
+                raise CheckFailed(f"`{check.target}` grew the {'job' if outcome.rss_kernel else 'process'}'s memory "
+                                  f"by {outcome.rss_growth:,} bytes "
                                   f"on {_where(case.label, '')}; the limit is {allowed:,} (tensors made on other "
                                   "threads, numpy arrays and mapped memory count too): work in blocks")
         if case.max_live is not None and case.max_numel is not None and outcome.error is None:

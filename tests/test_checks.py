@@ -511,6 +511,35 @@ def mmap_full_rowsum(a, b):
     return out
 
 
+def mmap_numpy_rowsum(a, b):
+    """The same matrix in anonymous mmap, reduced in numpy a block at a time: torch never sees it whole."""
+    import mmap
+
+    n, m = a.shape[0], b.shape[0]
+    buf = mmap.mmap(-1, n * m * 8)
+    scores = np.frombuffer(buf, dtype=np.float64).reshape(n, m)
+    for i in range(0, n, 64):
+        scores[i:i + 64] = (a[i:i + 64] @ b.T).double().numpy()
+    out = torch.from_numpy(np.concatenate([np.log(np.exp(scores[i:i + 64]).sum(-1)) for i in range(0, n, 64)]))
+    del scores
+    buf.close()
+    return out.float()
+
+
+def resized_full_rowsum(a, b):
+    """The whole matrix in a tensor that starts empty and is grown (``resize_``), written with ``out=``."""
+    buf = torch.empty(0, dtype=a.dtype)
+    buf.resize_(a.shape[0], b.shape[0])
+    torch.matmul(a, b.T, out=buf)
+    return buf.exp_().sum(-1).log()
+
+
+def preallocated_full_rowsum(a, b, _buf=torch.empty(4096, 4096)):
+    """The whole matrix written into a buffer made before the call (here: when the function was defined)."""
+    torch.matmul(a, b.T, out=_buf[:a.shape[0], :b.shape[0]])
+    return torch.logsumexp(_buf[:a.shape[0], :b.shape[0]], -1)
+
+
 def blockwise_logsumexp(a, b, block=64):
     return torch.cat([(a[i:i + block] @ b.T).exp().sum(-1).log() for i in range(0, a.shape[0], block)])
 
@@ -535,12 +564,23 @@ def test_a_memory_bounded_case_may_not_start_threads_and_threads_work_again_afte
 
 
 @pytest.mark.skipif(checks._reset_peak_rss() < 0, reason="this kernel offers no peak-RSS reset")
-@pytest.mark.parametrize("fn", [mmap_full_rowsum])
+@pytest.mark.parametrize("fn", [mmap_numpy_rowsum])
 def test_resident_memory_catches_a_matrix_built_in_mmap(fn):
     check = Check("close", "f", f"{__name__}:long_rowsum_cases", reference=f"{__name__}:blockwise_logsumexp",
                   atol=1e-3, rtol=1e-4)
     run_local(check, blockwise_logsumexp)
     with pytest.raises(CheckFailed, match="grew the process's memory"):
+        run_local(check, fn)
+
+
+@pytest.mark.parametrize("fn", [mmap_full_rowsum, resized_full_rowsum, preallocated_full_rowsum])
+def test_the_operator_meter_counts_memory_it_did_not_allocate(fn):
+    """A storage an operator writes counts whoever made it: mapped memory wrapped as a tensor
+    (``from_numpy``), a tensor grown by ``resize_`` and written by ``matmul(out=)``, a buffer made before
+    the call; only the case's own inputs, at their size, are not the call's."""
+    check = Check("close", "f", f"{__name__}:long_rowsum_cases", reference=f"{__name__}:blockwise_logsumexp",
+                  atol=1e-3, rtol=1e-4)
+    with pytest.raises(CheckFailed, match="created a tensor of 16,777,216 elements"):
         run_local(check, fn)
 
 

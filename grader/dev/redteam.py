@@ -356,22 +356,121 @@ def softmax_backward(grad_p, p, dim=-1):
 """
 
 
+#: Issue 27, class 4: the Jacobians built where the operator meter does not look. Each replaces
+#: ``softmax_backward`` by one that computes every row's (n, n) Jacobian (of 2 rows of 4096, 32 to 128 MiB
+#: each) out of the meter's sight, then returns the right answer; the kernel's measure of the case's window
+#: sees all of them.
+THREAD_JACOBIAN = """
+import queue as _queue
+import threading as _threading
+_jobs, _done = _queue.Queue(), _queue.Queue()
+def _jacobian_worker():  # started here, before any case: the case itself starts no thread
+    while True:
+        g, p = _jobs.get()
+        rows = p.reshape(-1, p.shape[-1]).double()
+        out = [(torch.diag(r) - torch.outer(r, r)) @ gr for r, gr in zip(rows, g.reshape(rows.shape).double())]
+        _done.put(torch.stack(out).reshape(p.shape).to(p.dtype))
+_threading.Thread(target=_jacobian_worker, daemon=True).start()
+_softmax_backward_thread = softmax_backward
+def softmax_backward(grad_p, p, dim=-1):
+    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
+        return _softmax_backward_thread(grad_p, p, dim)
+    _jobs.put((grad_p, p))  # the Jacobians on a thread of its own, where no dispatch mode is pushed
+    return _done.get()
+"""
+MEMMAP_JACOBIAN = """
+import numpy as np
+_softmax_backward_memmap = softmax_backward
+def softmax_backward(grad_p, p, dim=-1):
+    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
+        return _softmax_backward_memmap(grad_p, p, dim)
+    rows, g = p.float().numpy(), grad_p.float().numpy()
+    out = np.empty_like(rows)
+    half = rows.shape[1] // 2  # 32 MiB of the Jacobian at a time (a file may not exceed 64 MiB here)
+    for i, (r, gr) in enumerate(zip(rows, g)):  # the Jacobian in a file under /tmp: neither meter sees it
+        for top in (0, half):
+            jac = np.memmap("jacobian.bin", dtype=np.float32, mode="w+", shape=(half, r.size))
+            for k in range(half):  # a row at a time: no temporary tracemalloc would see
+                np.multiply(r, -r[top + k], out=jac[k])
+                jac[k, top + k] += r[top + k]
+            out[i, top:top + half] = np.asarray(jac).dot(gr)  # no temporary the size of the block
+            del jac
+    return torch.from_numpy(out).to(p.dtype)
+"""
+FORK_JACOBIAN = """
+import os
+import numpy as np
+_softmax_backward_fork = softmax_backward
+def softmax_backward(grad_p, p, dim=-1):
+    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
+        return _softmax_backward_fork(grad_p, p, dim)
+    rows, g = p.double().numpy(), grad_p.double().numpy()
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:  # the Jacobians in a child process: no meter of the parent's sees its memory
+        jacs = [np.diag(r) - r[:, None] * r[None, :] for r in rows]
+        out = np.stack([(j * gr[None, :]).sum(1) for j, gr in zip(jacs, g)])
+        os.write(write_end, out.tobytes())
+        os._exit(0)
+    os.close(write_end)
+    data = b""
+    while len(data) < rows.nbytes:
+        data += os.read(read_end, rows.nbytes - len(data))
+    os.close(read_end)
+    os.wait()
+    return torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows.shape).copy()).to(p.dtype)
+"""
+RESIZE_JACOBIAN = """
+_softmax_backward_resize = softmax_backward
+def softmax_backward(grad_p, p, dim=-1):
+    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
+        return _softmax_backward_resize(grad_p, p, dim)
+    out = []
+    for r, gr in zip(p, grad_p):
+        jac = torch.empty(0, dtype=p.dtype)
+        jac.resize_(r.numel(), r.numel())  # grown, then written with out=: no operator *creates* it
+        torch.outer(r, r, out=jac)
+        jac.neg_().diagonal().add_(r)
+        out.append(jac @ gr)
+    return torch.stack(out)
+"""
+
+
 def build_memory(course: Course, inbox: Path) -> dict[str, Expect]:
-    """The memory meter's case (issue 27, class 3), in chapter 7, whose ``softmax_backward`` is bounded to
-    twice its input: correct answers, except that it first fills 128 MiB of anonymous ``mmap`` (the
-    Jacobians it was told not to build). Only the kernel's peak-resident-memory mark sees that memory,
-    and the sandbox once could not reset it (its /proc files were root's after the uid drop), so the case
-    passed; it must lose ``softmax_backward``'s points and nothing else."""
+    """The memory meters' cases (issue 27, classes 3 and 4), in chapter 7, whose ``softmax_backward`` is
+    bounded to twice its input: correct answers, except that ``softmax_backward`` first fills 128 MiB of
+    anonymous ``mmap`` (class 3: only a peak-memory mark sees it; the sandbox once could not reset the
+    process's), or builds the Jacobians it was told not to build where the operator meter does not look: on
+    a thread started before the case, in a ``np.memmap`` file, in a forked process, in a tensor grown by
+    ``resize_`` and written with ``out=`` (class 4). Each must lose ``softmax_backward``'s points and
+    nothing else."""
     ch = course.chapter("backprop")
     released = samples.released(course, ch)
     points = samples.exercise_points(released)
     correct = {ex: v["correct"] for ex, v in samples.student_code(course, ch).items()}
-    name = "rt-wrong-mmap-jacobian"
-    code = {**correct, "softmax_backward": correct["softmax_backward"] + MMAP_JACOBIAN}
-    samples.hand_in(inbox, name, ch, samples.fill(released, code))
-    # importing mmap is flagged for review too; the points are what the kernel's mark decides
-    return {name: Expect(sum(points.values()) - points["softmax_backward"], "flagged", "imports mmap",
-                         "chapter 7: correct answers, but softmax_backward first fills 128 MiB of mmap")}
+    lose = sum(points.values()) - points["softmax_backward"]
+    attacks = {
+        # importing mmap is flagged for review too; the points are what the kernel's mark decides
+        "rt-wrong-mmap-jacobian": (MMAP_JACOBIAN, "flagged", "imports mmap",
+                                   "chapter 7: correct answers, but softmax_backward first fills 128 MiB of mmap"),
+        "rt-wrong-thread-jacobian": (THREAD_JACOBIAN, "graded", "",
+                                     "chapter 7: softmax_backward's Jacobians on a thread started before the case"),
+        "rt-wrong-memmap-jacobian": (MEMMAP_JACOBIAN, "graded", "",
+                                     "chapter 7: softmax_backward's Jacobians in a np.memmap file under /tmp"),
+        "rt-wrong-fork-jacobian": (FORK_JACOBIAN, "flagged", "uses private os._exit",
+                                   "chapter 7: softmax_backward's Jacobians in a forked child process"),
+        # the meter's socket closed by the notebook: its metered cases are not measured, so not passed
+        "rt-wrong-meter-closed": ("\nimport os\ntry:\n    os.close(4)\nexcept OSError:\n    pass\n", "graded", "",
+                                  "chapter 7: correct answers; a cell closes descriptor 4 (the meter's socket)"),
+        "rt-wrong-resize-jacobian": (RESIZE_JACOBIAN, "graded", "",
+                                     "chapter 7: softmax_backward's Jacobians in a tensor grown by resize_, "
+                                     "written with out="),
+    }
+    expect = {}
+    for name, (extra, status, reason, about) in attacks.items():
+        code = {**correct, "softmax_backward": correct["softmax_backward"] + extra}
+        samples.hand_in(inbox, name, ch, samples.fill(released, code))
+        expect[name] = Expect(lose, status, reason, about)
+    return expect
 
 
 #: What the class-8 case prints beside the inputs it kept: it must appear in no feedback.

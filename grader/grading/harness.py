@@ -173,13 +173,73 @@ class _TooLarge(Exception):
     pass
 
 
-def _evaluate(shell, check: PlannedCheck) -> list[checks.Outcome]:
+class _MeterClient:
+    """The notebook's end of the meter (:class:`grader.grading.sandbox._Meter`): a metered case's inputs are
+    asked for, and its outcome handed in sealed, over the socket at ``fd``; the zygote measures the memory
+    in between. Without a meter (the sandbox's own tests run the harness alone) the case is not metered."""
+
+    def __init__(self, fd: int | None, sealer: wire.Sealer):
+        import socket
+
+        self.sock = socket.socket(fileno=fd) if fd is not None else None
+        self.sealer = sealer
+
+    def case(self, ids: tuple[int, int, int]) -> checks.Case:
+        import socket
+
+        if self.sock is None:
+            raise RuntimeError("no meter")
+        self.sock.sendall(b"O" + wire.CASE_IDS.pack(*ids))
+        message, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 256)
+        try:
+            if not message.startswith(b"F"):
+                raise RuntimeError("the meter refused this case")
+            names = json.loads(message[1:])
+            files = {}
+            for name, fd in zip(names, fds):
+                with os.fdopen(os.dup(fd), "rb") as fh:
+                    files[name] = fh.read()
+        finally:
+            for fd in fds:
+                os.close(fd)
+        doc = wire._loads(files.pop("data.json"))
+        case = wire.decode(doc, [files.get(f"{n}.npy") for n in range(len(files))])
+        if not isinstance(case, checks.Case):
+            raise RuntimeError("the meter sent something other than a case")
+        return case
+
+    def hand_in(self, ids: tuple[int, int, int], outcome: checks.Outcome) -> None:
+        [[item]], blobs = _encode_cell([[outcome]])
+        sealed = self.sealer.seal_case(ids, wire.frame({"outcome": item}, blobs))
+        self.sock.sendall(b"C" + wire.CASE_IDS.pack(*ids) + len(sealed).to_bytes(4, "big") + sealed)
+        if self.sock.recv(1) != b"K":
+            raise RuntimeError("the meter did not record this case")
+
+
+#: What a metered case's place in the cell's frame holds: its outcome went to the meter (the grader takes
+#: it from there, or counts the case as not measured).
+METERED = checks.Outcome(error="MemoryNotMeasured: this case's outcome went to the meter", error_types=())
+
+
+def _evaluate(shell, check: PlannedCheck, where: tuple[int, int], meter: _MeterClient) -> list[checks.Outcome]:
     obj = shell.user_ns.get(check.target)
     if obj is None and check.target not in shell.user_ns:
         return [checks.Outcome(error=f"NameError: `{check.target}` is not defined (run the cell that defines it)",
                                error_types=("NameError", "Exception"))] * len(check.cases)
+    outcomes = []
     with torch.random.fork_rng(devices=[]):
-        return checks.evaluate(obj, check.cases, check.banned)
+        for i, case in enumerate(check.cases):
+            if not checks.metered(case):
+                outcomes += checks.evaluate(obj, [case], check.banned)
+                continue
+            try:
+                ids = (*where, i)
+                [outcome] = checks.evaluate(obj, [meter.case(ids)], check.banned)
+                meter.hand_in(ids, outcome)
+            except BaseException:  # noqa: BLE001 -- no meter, or it was broken: this case is not measured
+                pass
+            outcomes.append(METERED)
+    return outcomes
 
 
 def warm() -> None:
@@ -191,10 +251,12 @@ def warm() -> None:
     shell.reset(new_session=False)
 
 
-def run(plan: list[PlannedCell], results: int, sealer: wire.Sealer) -> None:
-    """Run the plan; ``results`` is the write end of the results pipe, every frame sealed by ``sealer``."""
+def run(plan: list[PlannedCell], results: int, sealer: wire.Sealer, meter: int | None = None) -> None:
+    """Run the plan; ``results`` is the write end of the results pipe, every frame sealed by ``sealer``;
+    ``meter`` the notebook's end of the meter socket (metered cases)."""
     global _output_left
     shell = _shell()
+    metering = _MeterClient(meter, sealer)
     _output_left = wire.MAX_OUTPUT_CHARS
     for index, cell in enumerate(plan):
         ok, output, error = _run_cell(shell, cell.source)
@@ -202,9 +264,9 @@ def run(plan: list[PlannedCell], results: int, sealer: wire.Sealer) -> None:
         blobs: list[bytes] = []
         if cell.kind == "test":
             outcomes = []
-            for check in cell.checks:
+            for j, check in enumerate(cell.checks):
                 try:
-                    outcomes.append(_evaluate(shell, check))
+                    outcomes.append(_evaluate(shell, check, (index, j), metering))
                 except BaseException as exc:  # noqa: BLE001 -- the check's cases all fail, the cell goes on
                     message = checks._message(exc)
                     outcomes.append([checks.Outcome(error=f"{type(exc).__name__}: {message}",

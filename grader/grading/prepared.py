@@ -46,7 +46,7 @@ from ..course import Chapter, Course
 from ..plan import Kit
 from . import verdict, wire
 
-FORMAT = 1  # of an entry's layout; part of the key
+FORMAT = 2  # of an entry's layout; part of the key
 #: The grader's modules that decide what a prepared chapter holds (relative to the ``grader`` package).
 GRADER_SOURCES = ("checks.py", "cells.py", "plan.py", "grading/verdict.py", "grading/wire.py", "grading/prepared.py")
 GRADER = Path(__file__).resolve().parents[1]
@@ -178,7 +178,7 @@ def _read(chapter: Chapter, nb: nbformat.NotebookNode, key_: str, entry: Path, f
 
     def prepared(grade_id: str, k: int, check) -> verdict.PreparedCheck:
         stored = Path(grade_id, str(k))
-        cases = wire.read(entry / "cases" / stored)
+        cases = wire.read_cases(entry / "cases" / stored)
         expected = wire.read(entry / "expected" / stored) if (entry / "expected" / stored).is_dir() else None
         if not isinstance(cases, list) or (expected is not None and not isinstance(expected, list)):
             raise ValueError(f"bad stored check {stored}")

@@ -60,6 +60,8 @@ import platform
 import select
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -79,6 +81,7 @@ PR_SET_DUMPABLE = 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}.get(platform.machine())
 
 RESULTS_FD = 3  # the results pipe's write end, inside the sandbox
+METER_FD = 4  # the notebook's end of the meter socket (:class:`_Meter`), inside the sandbox
 READY = b"R"  # what the ready pipe carries once the sandbox is set up, before any student code
 BASE_UID, LAST_UID = 61000, 64999  # sandbox users: one uid per live zygote on this machine
 LOCK_FOLDER = Path("/run/lock/grader-sandbox")  # root-only: the uid locks
@@ -434,10 +437,20 @@ class Cgroups:
                 for key, value in values.items():
                     if (folder / key).exists():
                         (folder / key).write_text(value)
+                if controller in ("memory", ""):  # the job's processes live in main/, metered cases beside it
+                    if self.version == "v2":
+                        (folder / "cgroup.subtree_control").write_text("+memory")
+                    (folder / "main").mkdir(mode=0o700)
+                    made[-1] = folder / "main"
         except OSError:
             self.close(made)
             raise
         return made
+
+    @staticmethod
+    def memory_main(folders: list[Path]) -> Path | None:
+        """The job's memory cgroup for its processes (``main``), beside which metered cases get theirs."""
+        return next((f for f in folders if f.name == "main"), None)
 
     @staticmethod
     def oom_kills(folders: list[Path]) -> int:
@@ -446,6 +459,7 @@ class Cgroups:
         line: the limit was hit, ``failcnt``)."""
         kills = 0
         for folder in folders:
+            folder = folder.parent if folder.name == "main" else folder  # the job's folder holds the limit
             for name in ("memory.events", "memory.oom_control"):
                 try:
                     text = (folder / name).read_text()
@@ -468,7 +482,13 @@ class Cgroups:
 
     @staticmethod
     def close(folders: list[Path]) -> None:
+        every = []
         for folder in folders:
+            if folder.name == "main":  # a metered case's folder left open, main/, then the job's
+                every += [*sorted(folder.parent.glob("case-*")), folder, folder.parent]
+            else:
+                every.append(folder)
+        for folder in every:
             for _ in range(50):
                 try:
                     folder.rmdir()
@@ -478,6 +498,170 @@ class Cgroups:
                 except OSError:
                     time.sleep(0.02)
 
+
+
+class _Window:
+    """One metered case's memory cgroup, beside the job's ``main``: opened by moving every process of the
+    job into a fresh one (so its peak counts only what is charged from then on, on every thread and in
+    every process of the job, tmpfs and mapped pages included), closed by reading its peak and moving them
+    back. Reads and moves are the zygote's; the notebook cannot reach the cgroup file system."""
+
+    def __init__(self, main: Path, number: int):
+        self.main, self.folder = main, main.parent / f"case-{number}"
+        self.folder.mkdir(mode=0o700)
+        self._move(self.main, self.folder)
+
+    @staticmethod
+    def _move(source: Path, target: Path) -> None:
+        for _ in range(100):  # a process forked while moving lands where its parent was: again until none
+            pids = (source / "cgroup.procs").read_text().split()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    (target / "cgroup.procs").write_text(pid)
+                except (ProcessLookupError, OSError) as exc:
+                    if getattr(exc, "errno", None) != 3:  # ESRCH: it ended meanwhile
+                        raise
+        raise OSError("the job's processes kept multiplying while being moved")
+
+    def close(self) -> int:
+        """The window's peak memory in bytes (-1 if unreadable); its processes are back in ``main``."""
+        peak = -1
+        for name in ("memory.max_usage_in_bytes", "memory.peak"):  # v1, v2
+            try:
+                peak = int((self.folder / name).read_text().split()[0])
+                break
+            except (OSError, ValueError, IndexError):
+                continue
+        try:
+            self._move(self.folder, self.main)
+        finally:
+            Cgroups.close([self.folder])
+        return peak
+
+
+class _Meter:
+    """The zygote's end of a job's meter socket. A metered case (:func:`grader.checks.metered`) runs in a
+    window: the notebook's process asks for it (``O`` + its ids), the zygote opens a :class:`_Window` and
+    only then sends the descriptors of the case's files (inputs included, which the plan never held); the
+    process ends it by sending the case's sealed outcome (``C`` + ids + size + bytes), after which the
+    zygote reads the window's peak and records both (:func:`grader.grading.wire.read_meter`). Whatever the
+    notebook writes here, it cannot shrink a window's measure: an outcome counts only if it arrived
+    before its window closed, each case opens once, one window at a time; anything off-protocol ends the
+    meter for the job (the cases not yet recorded then count as not measured)."""
+
+    MAX_PAYLOAD = (24 << 20) + (1 << 20)  # one case's outcome (wire.MAX_CASE_BYTES), its frame and seal
+
+    def __init__(self, sock: socket.socket, job: Path, main: Path | None, out: int):
+        from . import wire
+
+        self.wire, self.sock, self.main, self.out = wire, sock, main, out
+        self.sock.setblocking(False)
+        spec = json.loads((job / "plan.json").read_text())
+        self.folders = [[Path(c["cases"]) for c in cell.get("checks", [])] for cell in spec["cells"]]
+        self.buffer, self.opened, self.window, self.open_ids = bytearray(), set(), None, None
+        self.written, self.count, self.closed = 0, 0, False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def on_readable(self) -> None:
+        try:
+            data = self.sock.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            return self.stop()
+        self.buffer += data
+        if len(self.buffer) > self.MAX_PAYLOAD + 64:
+            return self.stop()
+        ids_size = self.wire.CASE_IDS.size
+        while self.buffer and not self.closed:
+            kind = self.buffer[:1]
+            if kind == b"O" and len(self.buffer) >= 1 + ids_size:
+                ids = self.wire.CASE_IDS.unpack(bytes(self.buffer[1:1 + ids_size]))
+                del self.buffer[:1 + ids_size]
+                self._open(ids)
+            elif kind == b"C" and len(self.buffer) >= 5 + ids_size:
+                ids = self.wire.CASE_IDS.unpack(bytes(self.buffer[1:1 + ids_size]))
+                (size,) = struct.unpack(">I", self.buffer[1 + ids_size:5 + ids_size])
+                if size > self.MAX_PAYLOAD:
+                    return self.stop()
+                if len(self.buffer) < 5 + ids_size + size:
+                    return
+                payload = bytes(self.buffer[5 + ids_size:5 + ids_size + size])
+                del self.buffer[:5 + ids_size + size]
+                self._close(ids, payload)
+            elif kind in (b"O", b"C"):
+                return  # the rest of the message is on its way
+            else:
+                return self.stop()
+
+    def _folder(self, ids: tuple[int, int, int]) -> Path | None:
+        cell, check, case = ids
+        if cell < len(self.folders) and check < len(self.folders[cell]):
+            folder = self.folders[cell][check] / self.wire.METERED / str(case)
+            if (folder / "data.json").is_file():
+                return folder
+        return None
+
+    def _reply(self, data: bytes, fds: list[int] = ()) -> None:
+        try:
+            socket.send_fds(self.sock, [data], list(fds)) if fds else self.sock.send(data)
+        except OSError:  # full (the process does not read its replies) or gone
+            self.stop()
+
+    def _open(self, ids: tuple[int, int, int]) -> None:
+        folder = self._folder(ids)
+        if folder is None or ids in self.opened or self.window is not None:
+            return self._reply(b"N")
+        self.opened.add(ids)
+        if self.main is not None:
+            try:
+                self.count += 1
+                self.window = _Window(self.main, self.count)
+            except OSError:
+                return self._reply(b"N")  # not measured: the case counts as such
+        self.open_ids = ids
+        names = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.is_symlink())
+        fds = [os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC) for name in names]
+        try:
+            self._reply(b"F" + json.dumps(names).encode(), fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _close(self, ids: tuple[int, int, int], payload: bytes) -> None:
+        if ids != self.open_ids:
+            return self.stop()
+        peak = self._end()
+        record = (self.wire.CASE_IDS.pack(*ids) + self.wire.METER_RECORD.pack(peak, self.main is not None, len(payload))
+                  + payload)
+        if self.written + len(record) <= self.wire.MAX_STREAM_BYTES:
+            os.write(self.out, record)
+            self.written += len(record)
+        self._reply(b"K")
+
+    def _end(self) -> int:
+        peak, window = -1, self.window
+        self.window, self.open_ids = None, None
+        if window is not None:
+            try:
+                peak = window.close()
+            except OSError:
+                peak = -1
+        return peak
+
+    def stop(self) -> None:
+        """End the meter (the job's end, or a notebook off the protocol); an open window closes unrecorded."""
+        if not self.closed:
+            self.closed = True
+            self._end()
+            self.sock.close()
+            os.close(self.out)
 
 def _limit(limits: Limits) -> None:
     import resource
@@ -491,6 +675,13 @@ def _limit(limits: Limits) -> None:
                         (resource.RLIMIT_NPROC, limits.processes), (resource.RLIMIT_FSIZE, limits.file_size),
                         (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(name, (value, value))
+
+
+def _high(fd: int) -> int:
+    """``fd`` moved to a number of 10 or more (close-on-exec), the old one closed."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return moved
 
 
 def _load_plan(job: Path, cache: dict):
@@ -507,24 +698,24 @@ def _load_plan(job: Path, cache: dict):
 
 
 def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict,
-              results: int, ready: int, weak_work: str | None, sealer) -> None:
+              results: int, ready: int, weak_work: str | None, sealer, meter: int = -1) -> None:
     """The notebook's process (PID 1 of the new namespaces when ``full``): wall in, say so on ``ready``
     (then closed), then run the plan."""
     plan = _load_plan(job, cache)
     cache.clear()
-    moved = fcntl.fcntl(ready, fcntl.F_DUPFD_CLOEXEC, 10)  # out of the way of RESULTS_FD
-    os.close(ready)
-    ready = moved
-    if results != RESULTS_FD:
-        os.dup2(results, RESULTS_FD)
-        os.close(results)
+    ready, results, meter = (_high(fd) if fd >= 0 else fd for fd in (ready, results, meter))  # out of 3 and 4's way
+    for fd, target in ((results, RESULTS_FD), (meter, METER_FD)):
+        if fd >= 0:
+            os.dup2(fd, target)
+            os.close(fd)
     os.set_inheritable(RESULTS_FD, True)  # a subprocess of the student's may write results too: harmless
     if full:
         _enter_root(limits, uid, hide)
         work = "/tmp/work"
     else:
         work = weak_work
-    _close_fds({0, 1, 2, RESULTS_FD, ready})
+    kept = {0, 1, 2, RESULTS_FD, ready} | ({METER_FD} if meter >= 0 else set())
+    _close_fds(kept)
     _limit(limits)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if os.geteuid() == 0:
@@ -550,7 +741,7 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
                        "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
     keep = _python_dirs()
     sys.path[:] = [p for p in sys.path if p and _inside(Path(p).resolve(), keep)]
-    _close_fds({0, 1, 2, RESULTS_FD, ready})  # asserted again just before student code: nothing was opened since
+    _close_fds(kept)  # asserted again just before student code: nothing was opened since
     import torch
 
     torch.set_num_threads(max(1, limits.threads))
@@ -558,11 +749,12 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
 
     os.write(ready, READY)  # the walls are up: from here on, how this process ends is the notebook's doing
     os.close(ready)
-    harness.run(plan, RESULTS_FD, sealer)
+    harness.run(plan, RESULTS_FD, sealer, METER_FD if meter >= 0 else None)
 
 
 def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, cache: dict, results: int,
-            report_fd: int, ready: int, cgroups: list[Path], weak_work: str | None = None, key: bytes = b"") -> None:
+            report_fd: int, ready: int, cgroups: list[Path], weak_work: str | None = None, key: bytes = b"",
+            meter: int = -1) -> None:
     """The forked child: join the job's cgroups, enter the namespaces, then fork the notebook's process
     and wait for it."""
     Cgroups.join(cgroups)
@@ -581,7 +773,7 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
         sealer = wire.Sealer(key)  # the key lives on in this object only, in the grader's code's memory
         key = None
         try:
-            _notebook(job, limits, uid, hide, full, cache, results, ready, weak_work, sealer)
+            _notebook(job, limits, uid, hide, full, cache, results, ready, weak_work, sealer, meter)
             code = 0
         except BaseException:  # noqa: BLE001 -- the harness itself failed; the exit code says so
             code = 70
@@ -594,6 +786,8 @@ def _leader(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool, c
         os._exit(code)
     os.close(results)
     os.close(ready)  # the notebook's process holds the only copy: its end is the pipe's end
+    if meter >= 0:
+        os.close(meter)
     cache.clear()
     os.write(report_fd, f"{child}\n".encode())
     os.close(report_fd)
@@ -669,13 +863,18 @@ class _Stream:
         self.written, self.over, self.eof = 0, False, False
         self.sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
 
+    def fileno(self) -> int:
+        return self.pipe
+
     def pump(self, timeout: float) -> None:
         if self.eof:
             time.sleep(min(timeout, 0.02))
             return
         ready, _, _ = select.select([self.pipe], [], [], max(0.0, timeout))
-        if not ready:
-            return
+        if ready:
+            self.on_readable()
+
+    def on_readable(self) -> None:
         room = self.cap - self.written
         moved = os.splice(self.pipe, self.out if room > 0 else self.sink, room if 0 < room < 1 << 20 else 1 << 20)
         if moved == 0:
@@ -690,9 +889,21 @@ class _Stream:
         while not self.eof and time.monotonic() < end:
             self.pump(end - time.monotonic())
 
+
     def close(self) -> None:
         for fd in (self.pipe, self.out, self.sink):
             os.close(fd)
+
+
+def _pump(stream: _Stream, meter: _Meter, timeout: float) -> None:
+    """Wait up to ``timeout`` for the results pipe or the meter socket, and serve what is ready."""
+    waiting = [x for x, live in ((stream, not stream.eof), (meter, not meter.closed)) if live]
+    if not waiting:
+        time.sleep(min(timeout, 0.02))
+        return
+    ready, _, _ = select.select(waiting, [], [], max(0.0, timeout))
+    for x in ready:
+        x.on_readable()
 
 
 def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation: str, cache: dict,
@@ -717,21 +928,26 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
     read_end, write_end = os.pipe()
     report_r, report_w = os.pipe()
     ready_r, ready_w = os.pipe()
+    meter_mine, meter_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     leader = os.fork()
     if leader == 0:
         try:
             os.close(read_end)
             os.close(report_r)
             os.close(ready_r)
-            _leader(job, limits, uid, hide, full, cache, write_end, report_w, ready_w, groups, weak_work, key)
+            meter_mine.close()
+            _leader(job, limits, uid, hide, full, cache, write_end, report_w, ready_w, groups, weak_work, key,
+                    meter_theirs.detach())
         finally:
             os._exit(71)
     os.close(write_end)
     os.close(report_w)
     os.close(ready_w)
-    out = os.open(job / "results.stream", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                  0o600)
+    meter_theirs.close()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    out = os.open(job / "results.stream", flags, 0o600)
     stream = _Stream(read_end, out, wire.MAX_STREAM_BYTES)
+    meter = _Meter(meter_mine, job, Cgroups.memory_main(groups), os.open(job / wire.METER_FILE, flags, 0o600))
     inner = None
     with os.fdopen(report_r) as report:
         line = report.readline()
@@ -755,6 +971,10 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             if not full:
                 _sweep(uid)  # with a PID namespace, the end of its first process ended the rest
             stream.drain(2.0)
+            for _ in range(1000):  # what the meter had been sent before the end
+                if meter.closed:
+                    break
+                meter.on_readable()
             break
         left = deadline - time.monotonic()
         if left <= 0:
@@ -770,8 +990,9 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             stream.drain(2.0)  # what the notebook sent before it was stopped counts
             status, code = "timeout", -1
             break
-        stream.pump(min(left, 0.05))
+        _pump(stream, meter, min(left, 0.05))
     stream.close()
+    meter.stop()
     confirmed = _confirmed(ready_r)
     oom_kills = Cgroups.oom_kills(groups)
     Cgroups.close(groups)

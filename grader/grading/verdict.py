@@ -84,7 +84,7 @@ def prepare_chapter(chapter: Chapter, folder: Path, nb: nbformat.NotebookNode | 
             cases = checks.prepare(check)
             expected = checks.reference_outputs(check, cases)
         where = folder / grade_id / str(k)
-        wire.write(where, cases)
+        wire.write_cases(where, cases)
         return PreparedCheck(check, cases, where, expected)
 
     return build_kit(chapter, nb, prepared)
@@ -121,7 +121,7 @@ def decide(kit: Kit, the_plan: Plan, results: wire.Results, stopped: str) -> lis
             verdicts.append(CellVerdict(grade_id, test.points, 0.0, f"this test did not run: {why}"))
             continue
         try:
-            verdicts.append(_judge_cell(test, cell))
+            verdicts.append(_judge_cell(test, cell, where[grade_id], results.metered))
         except Exception as exc:  # noqa: BLE001 -- a judge failure (OverflowError...) costs this cell only
             verdicts.append(CellVerdict(grade_id, test.points, 0.0,
                                         f"the grader could not judge this test's results: {type(exc).__name__}: "
@@ -129,16 +129,36 @@ def decide(kit: Kit, the_plan: Plan, results: wire.Results, stopped: str) -> lis
     return verdicts
 
 
-def _judge_cell(test: TestCell, cell: wire.CellResult) -> CellVerdict:
+NOT_MEASURED = ("MemoryNotMeasured: the grader could not measure this case's memory (the notebook did not "
+                "complete its measured run), so it is not passed")
+
+
+def _metered(case: checks.Case, got: checks.Outcome, record: wire.Metered | None) -> checks.Outcome:
+    """A metered case's outcome: the one the meter recorded, its memory growth the kernel's figure for the
+    case's window (or, where no cgroup measured it, the notebook's own reading); none recorded: the case
+    counts as not measured, whatever the cell's frame says."""
+    if record is None:
+        return checks.Outcome(error=NOT_MEASURED, error_types=("MemoryNotMeasured",))
+    outcome = record.outcome
+    if record.kernel:
+        outcome.rss_growth, outcome.rss_kernel = record.peak, True  # -1 (unreadable) fails closed in the judge
+    return outcome
+
+
+def _judge_cell(test: TestCell, cell: wire.CellResult, index: int = -1,
+                metered: dict | None = None) -> CellVerdict:
     visible = "" if cell.ok else (cell.error or "the test cell failed")
     try:
         outcomes = cell.decoded()
         if not isinstance(outcomes, list) or len(outcomes) != len(test.checks):
             raise wire.WireError("wrong number of check results")
-        for prepared, got in zip(test.checks, outcomes):
+        for j, (prepared, got) in enumerate(zip(test.checks, outcomes)):
             if not isinstance(got, list):
                 raise wire.WireError("bad check results")
             got = [wire.outcome_from_wire(o) for o in got]
+            if len(got) == len(prepared.cases):
+                got = [_metered(case, o, (metered or {}).get((index, j, i))) if checks.metered(case) else o
+                       for i, (case, o) in enumerate(zip(prepared.cases, got))]
             checks.judge(prepared.check, prepared.cases, got, prepared.expected)
     except checks.CheckFailed as exc:
         message = visible or f"CheckFailed: {exc}"

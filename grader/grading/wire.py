@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import MAX_ELEMENTS, MAX_INT_BITS, Array, Case, Outcome, storage_extent
+from ..checks import MAX_ELEMENTS, MAX_INT_BITS, Array, Case, Outcome, metered, storage_extent, stub
 
 MAX_JSON_BYTES = 8 * 1024 * 1024  # one JSON document (the cases' data.json, a frame's header)
 MAX_ARRAYS = 4096  # arrays in one document
@@ -311,6 +311,29 @@ def read(folder: Path) -> Any:
     return _Reader(blob).decode(doc)
 
 
+
+#: A check's folder of cases holds its metered cases (:func:`grader.checks.metered`) as stubs; each one's
+#: whole case, inputs included, is in ``METERED/<i>/``, which the sandbox's notebook process never reads:
+#: the zygote hands it the files' descriptors only when the case's measured window is open.
+METERED = "metered"
+
+
+def write_cases(folder: Path, cases: list[Case]) -> None:
+    """Write a check's cases (grader side): the list with every metered case as its stub, and each metered
+    case whole in a folder of its own."""
+    write(folder, [stub(c) if metered(c) else c for c in cases])
+    for i, case in enumerate(cases):
+        if metered(case):
+            write(folder / METERED / str(i), case)
+
+
+def read_cases(folder: Path) -> list[Case]:
+    """Read what :func:`write_cases` wrote, whole (the grader's copy: the judge needs every input)."""
+    cases = read(folder)
+    if not isinstance(cases, list) or not all(isinstance(c, Case) for c in cases):
+        raise WireError("a case folder does not hold a list of cases")
+    return [read(folder / METERED / str(i)) if metered(c) else c for i, c in enumerate(cases)]
+
 # ---------------------------------------------------------------------------------------------------
 # the results stream (sandbox to grader)
 
@@ -335,6 +358,19 @@ class Sealer:
         tag = _seal(self._key, self._sent, data)
         self._sent += 1
         return data + tag
+
+    def seal_case(self, ids: tuple[int, int, int], data: bytes) -> bytes:
+        """Seal a metered case's outcome (the meter's channel): bound to the case, not to a place in the stream."""
+        return data + _seal_case(self._key, ids, data)
+
+
+def _seal_case(key: bytes, ids: tuple[int, int, int], data: bytes) -> bytes:
+    # a prefix no stream frame's number can take (the stream's are 8-byte counters starting at 0)
+    return hmac.new(key, b"metered\0" + CASE_IDS.pack(*ids) + data, hashlib.sha256).digest()
+
+
+CASE_IDS = struct.Struct(">III")
+METER_FILE = "meter.stream"  # beside results.stream: the metered cases, written by the zygote  # a metered case: (planned cell, check in the cell, case in the check)
 
 
 def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
@@ -361,9 +397,22 @@ class CellResult:
 
 
 @dataclass
+class Metered:
+    """A metered case as the zygote recorded it: the outcome the notebook's process sent when it ended the
+    case's window (untrusted, judged like any other) and the window's peak memory, read by the zygote from
+    the kernel (trusted); ``peak`` is -1 where the window could not be measured, and ``kernel`` False where
+    no cgroup was available (the notebook's own reading is then all there is)."""
+
+    outcome: Outcome
+    peak: int
+    kernel: bool
+
+
+@dataclass
 class Results:
     cells: dict[int, CellResult] = field(default_factory=dict)
     done: bool = False
+    metered: dict[tuple[int, int, int], Metered] = field(default_factory=dict)
     problem: str = ""  # why reading stopped early ("" when the stream was read to its end)
     crash: str = ""  # the harness's own failure, as it reported it
 
@@ -380,7 +429,7 @@ def read_stream(path: Path, n_cells: int, key: bytes) -> Results:
     not match (a frame the grader's code did not send, or not in its place); what was read before counts.
     A cell index outside the plan, a second frame for the same cell, or any frame after ``done`` ends the
     reading."""
-    results = Results()
+    results = Results(metered=read_meter(path.with_name(METER_FILE), key))
     number = 0
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -437,6 +486,49 @@ def read_stream(path: Path, n_cells: int, key: bytes) -> Results:
                 return results
 
 
+
+METER_RECORD = struct.Struct(">qBI")  # after the case's CASE_IDS: the peak, whether the kernel measured it, the payload's size
+
+
+def read_meter(path: Path, key: bytes) -> dict[tuple[int, int, int], Metered]:
+    """The metered cases the zygote recorded at ``path`` (a file only it wrote: ``CASE_IDS`` +
+    :data:`METER_RECORD` + the payload, per case). A payload is a frame whose header holds one outcome,
+    sealed for its case (:meth:`Sealer.seal_case`); one whose seal does not match, or that does not read
+    as an outcome, is left out: that case then counts as not measured."""
+    found: dict[tuple[int, int, int], Metered] = {}
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return found
+    with os.fdopen(fd, "rb") as fh:
+        while True:
+            head = fh.read(CASE_IDS.size + METER_RECORD.size)
+            if len(head) < CASE_IDS.size + METER_RECORD.size:
+                return found
+            ids = CASE_IDS.unpack(head[:CASE_IDS.size])
+            peak, kernel, size = METER_RECORD.unpack(head[CASE_IDS.size:])
+            payload = fh.read(size)
+            if len(payload) != size or size < SEAL_BYTES:
+                return found
+            data, tag = payload[:-SEAL_BYTES], payload[-SEAL_BYTES:]
+            if not hmac.compare_digest(tag, _seal_case(key, ids, data)):
+                continue
+            try:
+                (length,) = FRAME_HEADER.unpack(data[:FRAME_HEADER.size])
+                header = _loads(data[FRAME_HEADER.size:FRAME_HEADER.size + length])
+                sizes = header.get("blobs", []) if isinstance(header, dict) else None
+                if (not isinstance(sizes, list) or len(sizes) > MAX_ARRAYS
+                        or not all(type(n) is int and n >= 0 for n in sizes)):
+                    raise WireError("malformed")
+                blobs, at = [], FRAME_HEADER.size + length
+                for n in sizes:
+                    blobs.append(data[at:at + n])
+                    at += n
+                outcome = outcome_from_wire(decode(header.get("outcome"), blobs))
+            except (WireError, ValueError, TypeError, struct.error):
+                continue
+            found[ids] = Metered(outcome, peak, bool(kernel))
+
 def outcome_from_wire(x: Any) -> Outcome:
     """Validate a decoded outcome's field types (the sandbox could have written anything)."""
     if not isinstance(x, Outcome):
@@ -450,6 +542,7 @@ def outcome_from_wire(x: Any) -> Outcome:
             raise WireError(f"bad {name}")
     if not isinstance(x.largest_op, str):
         raise WireError("bad largest_op")
+    x.rss_kernel = False  # only the grader says so, from the meter's record
     return x
 
 
