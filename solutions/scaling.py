@@ -121,7 +121,7 @@ def softmax_entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def softmax_jacobian(p: torch.Tensor) -> torch.Tensor:
-    """The Jacobian of ``p = softmax(s)`` along the last axis, from ``p``: ``J = diag(p) - p p^T``.
+    """The Jacobian of ``p = softmax(s)`` along the last axis, from ``p``: ``J = diag(p) - p^T p``, p a row.
 
     ``J[..., i, j] = dp_i / ds_j = p_i (delta_ij - p_j)``. It is symmetric, its rows sum to zero (adding
     a constant to all scores changes nothing) and it vanishes when ``p`` is one-hot: a saturated
@@ -144,7 +144,7 @@ def softmax_jacobian(p: torch.Tensor) -> torch.Tensor:
 def softmax_vjp(p: torch.Tensor, grad_p: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Back-propagate ``grad_p = dL/dp`` through ``p = softmax(s, dim)``: ``dL/ds = p * (g - <p, g>)``.
 
-    ``J^T g`` with ``J = diag(p) - p p^T`` (symmetric) is ``p * g - p (p . g)``, computed without forming
+    ``g J`` with ``J = diag(p) - p^T p`` (symmetric) is ``p * g - p (p . g)``, computed without forming
     ``J``: two elementwise products and one sum along ``dim``, ``O(n)`` memory per distribution instead of
     ``O(n^2)``. This is the form the backward pass of attention uses (chapters 7 and 9).
 
