@@ -190,39 +190,18 @@ def plain_words(text: str) -> str:
     return re.sub(r"<[^>]+>", " ", rest)
 
 
-_TEXT_IN_MATHS = re.compile(r"\\(?:text|mbox|textrm|textit)\{([^{}]*)\}")
-
-
 def _display_maths(msgid: str) -> bool:
     return msgid.lstrip().startswith("\\begin") or msgid.startswith("\n")
 
 
-_CONNECTIVES = {"if", "otherwise", "for", "and", "or", "where", "else", "causal", "with", "when", "unless"}
-
-
-def _prose_in_maths(content: str) -> bool:
-    """Whether a ``\\text{...}`` in display maths is prose ("if ", "(along each row)"), not a name
-    ("model" in ``d_{\\text{model}}``, "FLOPs", "NaN")."""
-    if _CJK_CHAR.search(content):
-        return True
-    words = re.findall(r"[A-Za-z]+", content)
-    return len(words) >= 2 or (len(words) == 1 and words[0].lower() in _CONNECTIVES)
-
-
-def maths_skeleton(text: str) -> str:
-    """Display maths with the prose of its ``\\text{...}`` taken out: what a translation must keep."""
-    if not any(_prose_in_maths(m.group(1)) for m in _TEXT_IN_MATHS.finditer(text)):
-        return text
-    # in an equation that speaks ("query i may attend to key j"), every word in \text{} may be translated
-    return _TEXT_IN_MATHS.sub(lambda m: "\\text{}" if re.search(r"[A-Za-z\u4e00-\u9fff]", m.group(1))
-                              else m.group(0), text)
-
-
 def nothing_to_translate(msgid: str) -> bool:
-    """Display maths without words, a number, a code span or a reference alone: the translation is the
-    message itself. (Display maths with words in ``\\text{...}`` is translated, its maths kept.)"""
+    """Display maths, a number, a code span or a reference alone: the translation is the message itself.
+    Display maths is never translated, not even the words of its ``\\text{...}``: Sphinx parses a translated
+    math block again as reST, which MyST reads as the text "::" and drops the equation (MyST-Parser #444,
+    sphinx-doc #8852), so on the site it renders as ``\\[::\\]``. Its words are glossed in the sentence
+    before it instead."""
     if _display_maths(msgid):
-        return maths_skeleton(msgid) == msgid
+        return True
     words = re.findall(r"[A-Za-z]+", plain_words(msgid))
     return not any(len(w) >= 2 or w in ("a", "A", "I") for w in words)
 
@@ -275,6 +254,9 @@ def update(course: Course, pot_dir: Path, language: str = "zh_CN", folder: Path 
                 continue
             counts["messages"] += 1
             empty = nothing_to_translate(message.id)
+            if _display_maths(message.id) and message.string and message.string != message.id:
+                message.string = message.id  # a translated display equation never renders (see nothing_to_translate)
+                counts["filled"] += 1
             if message.string == message.id and KEEP_FLAG not in message.flags and not empty:
                 message.string = ""  # filled by an earlier rule as having nothing to translate: it has
             if not message.string and empty:
@@ -339,14 +321,11 @@ def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep:
     problems = []
     if not msgstr:
         return ["untranslated"]
+    if _display_maths(msgid) and msgstr != msgid:
+        return ["translates a display equation: it must stay as the English writes it (a translated math block "
+                "renders as '::' on the site); gloss its words in the sentence before it"]
     if nothing_to_translate(msgid):
         return [] if msgstr == msgid else ["has nothing to translate: the translation must be the message itself"]
-    if _display_maths(msgid):  # only the words in \text{...} are translated
-        if maths_skeleton(msgstr) != maths_skeleton(msgid):
-            return ["changed the maths of a display equation (only the words in \\text{...} are translated)"]
-        if msgstr == msgid and not keep:
-            return [f"is the English text (mark it '#, {KEEP_FLAG}' if it stays so)"]
-        return []
     want, got = protected(msgid), protected(msgstr)
     missing = [k for k in want if got.count(k) < want.count(k)]
     extra = [k for k in got if want.count(k) < got.count(k)]
