@@ -369,8 +369,8 @@ def _seal_case(key: bytes, ids: tuple[int, int, int], data: bytes) -> bytes:
     return hmac.new(key, b"metered\0" + CASE_IDS.pack(*ids) + data, hashlib.sha256).digest()
 
 
-CASE_IDS = struct.Struct(">III")
-METER_FILE = "meter.stream"  # beside results.stream: the metered cases, written by the zygote  # a metered case: (planned cell, check in the cell, case in the check)
+CASE_IDS = struct.Struct(">III")  # a metered case: (planned cell, check in the cell, case in the check)
+METER_FILE = "meter.stream"  # beside results.stream: the metered cases, written by the zygote
 
 
 def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
@@ -487,7 +487,8 @@ def read_stream(path: Path, n_cells: int, key: bytes) -> Results:
 
 
 
-METER_RECORD = struct.Struct(">qBI")  # after the case's CASE_IDS: the peak, whether the kernel measured it, the payload's size
+#: After a record's CASE_IDS: the window's peak, whether the kernel measured it, the payload's size.
+METER_RECORD = struct.Struct(">qBI")
 
 
 def read_meter(path: Path, key: bytes) -> dict[tuple[int, int, int], Metered]:
