@@ -59,7 +59,8 @@ LANGUAGES = {
         description=("一门动手实践、自动评分的注意力机制课程：从 RNN 编码器-解码器的瓶颈讲到查询、键和值，"
                      "掩码、多头注意力、反向传播、O(T²) 的代价、FlashAttention、KV 缓存与长上下文。"),
         words={"licence": "许可证", "source": "源代码", "built": "构建于", "full size": "打开原尺寸图片",
-               "switch": "阅读本页的中文版", "note title": "关于练习"}),
+               "switch": "阅读本页的中文版", "note title": "关于练习", "show code": "显示代码",
+               "hide code": "隐藏代码"}),
 }
 ENGLISH = {"label": "English", "switch": "Read this page in English", "html_lang": "en"}
 

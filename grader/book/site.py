@@ -171,7 +171,10 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
     if lang:
         overrides["extensions"] = [*overrides["extensions"], "grader.book.i18n_glue"]
         overrides.update({"language": lang.code, "locale_dirs": [str(locales.compile_catalogs(course, lang.code))],
-                          "html_search_options": {"dict": str(locales.search_dictionary(course))}})
+                          "html_search_options": {"dict": str(locales.search_dictionary(course))},
+                          # myst-nb's toggles of hidden code cells ("Show code cell source"): the book hides
+                          # inputs only
+                          "nb_code_prompt_show": lang.words["show code"], "nb_code_prompt_hide": lang.words["hide code"]})
     result = build_sphinx(
         str(staged),
         str(target),
