@@ -135,10 +135,10 @@ def test_the_chinese_site_has_every_page_with_the_same_code_outputs_and_figures(
         assert not re.search(r"\\\[\s*::\s*\\\]", text), f"{ch.id}: a display equation renders as '::'"
         displays = lambda page: page.read_text().count('class="math notranslate nohighlight"')  # noqa: E731
         assert displays(zh_page) == displays(en_page), f"{ch.id}: the display equations differ"
-    appendix = (zh / "mistakes.html").read_text()  # its helper cells are hidden: myst-nb's toggle speaks Chinese
-    assert "显示代码" in appendix and "Show code cell" not in appendix, "the Chinese appendix's code toggles are English"
         assert f'href="../../{ch.id}/{ch.slug}.html"' in text and \
             f'href="../zh/{ch.id}/{ch.slug}.html"' in en_page.read_text(), f"{ch.id}: no switch between the two"
+    appendix = (zh / "mistakes.html").read_text()  # its helper cells are hidden: myst-nb's toggle speaks Chinese
+    assert "显示代码" in appendix and "Show code cell" not in appendix, "the Chinese appendix's toggles are English"
 
 
 def test_download_offers_the_released_student_notebook(site):

@@ -174,7 +174,8 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
                           "html_search_options": {"dict": str(locales.search_dictionary(course))},
                           # myst-nb's toggles of hidden code cells ("Show code cell source"): the book hides
                           # inputs only
-                          "nb_code_prompt_show": lang.words["show code"], "nb_code_prompt_hide": lang.words["hide code"]})
+                          "nb_code_prompt_show": lang.words["show code"],
+                          "nb_code_prompt_hide": lang.words["hide code"]})
     result = build_sphinx(
         str(staged),
         str(target),
