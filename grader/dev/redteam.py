@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -356,12 +357,20 @@ def softmax_backward(grad_p, p, dim=-1):
 """
 
 
+def _on_long_rows(setup: str, body: str) -> str:
+    """Source that replaces ``softmax_backward`` by ``body`` (indented, with ``grad_p``, ``p``, ``dim``) on the
+    long two-dimensional cases and keeps the correct one elsewhere, after ``setup`` (imports, a thread)."""
+    return (f"\n{setup}_softmax_backward_correct = softmax_backward\n"
+            "def softmax_backward(grad_p, p, dim=-1):\n"
+            "    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):\n"
+            "        return _softmax_backward_correct(grad_p, p, dim)\n" + textwrap.indent(body, "    "))
+
+
 #: Issue 27, class 4: the Jacobians built where the operator meter does not look. Each replaces
 #: ``softmax_backward`` by one that computes every row's (n, n) Jacobian (of 2 rows of 4096, 32 to 128 MiB
 #: each) out of the meter's sight, then returns the right answer; the kernel's measure of the case's window
 #: sees all of them.
-THREAD_JACOBIAN = """
-import queue as _queue
+THREAD_JACOBIAN = _on_long_rows("""import queue as _queue
 import threading as _threading
 _jobs, _done = _queue.Queue(), _queue.Queue()
 def _jacobian_worker():  # started here, before any case: the case itself starts no thread
@@ -371,68 +380,48 @@ def _jacobian_worker():  # started here, before any case: the case itself starts
         out = [(torch.diag(r) - torch.outer(r, r)) @ gr for r, gr in zip(rows, g.reshape(rows.shape).double())]
         _done.put(torch.stack(out).reshape(p.shape).to(p.dtype))
 _threading.Thread(target=_jacobian_worker, daemon=True).start()
-_softmax_backward_thread = softmax_backward
-def softmax_backward(grad_p, p, dim=-1):
-    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
-        return _softmax_backward_thread(grad_p, p, dim)
-    _jobs.put((grad_p, p))  # the Jacobians on a thread of its own, where no dispatch mode is pushed
-    return _done.get()
-"""
-MEMMAP_JACOBIAN = """
-import numpy as np
-_softmax_backward_memmap = softmax_backward
-def softmax_backward(grad_p, p, dim=-1):
-    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
-        return _softmax_backward_memmap(grad_p, p, dim)
-    rows, g = p.float().numpy(), grad_p.float().numpy()
-    out = np.empty_like(rows)
-    half = rows.shape[1] // 2  # 32 MiB of the Jacobian at a time (a file may not exceed 64 MiB here)
-    for i, (r, gr) in enumerate(zip(rows, g)):  # the Jacobian in a file under /tmp: neither meter sees it
-        for top in (0, half):
-            jac = np.memmap("jacobian.bin", dtype=np.float32, mode="w+", shape=(half, r.size))
-            for k in range(half):  # a row at a time: no temporary tracemalloc would see
-                np.multiply(r, -r[top + k], out=jac[k])
-                jac[k, top + k] += r[top + k]
-            out[i, top:top + half] = np.asarray(jac).dot(gr)  # no temporary the size of the block
-            del jac
-    return torch.from_numpy(out).to(p.dtype)
-"""
-FORK_JACOBIAN = """
-import os
-import numpy as np
-_softmax_backward_fork = softmax_backward
-def softmax_backward(grad_p, p, dim=-1):
-    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
-        return _softmax_backward_fork(grad_p, p, dim)
-    rows, g = p.double().numpy(), grad_p.double().numpy()
-    read_end, write_end = os.pipe()
-    if os.fork() == 0:  # the Jacobians in a child process: no meter of the parent's sees its memory
-        jacs = [np.diag(r) - r[:, None] * r[None, :] for r in rows]
-        out = np.stack([(j * gr[None, :]).sum(1) for j, gr in zip(jacs, g)])
-        os.write(write_end, out.tobytes())
-        os._exit(0)
-    os.close(write_end)
-    data = b""
-    while len(data) < rows.nbytes:
-        data += os.read(read_end, rows.nbytes - len(data))
-    os.close(read_end)
-    os.wait()
-    return torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows.shape).copy()).to(p.dtype)
-"""
-RESIZE_JACOBIAN = """
-_softmax_backward_resize = softmax_backward
-def softmax_backward(grad_p, p, dim=-1):
-    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):
-        return _softmax_backward_resize(grad_p, p, dim)
-    out = []
-    for r, gr in zip(p, grad_p):
-        jac = torch.empty(0, dtype=p.dtype)
-        jac.resize_(r.numel(), r.numel())  # grown, then written with out=: no operator *creates* it
-        torch.outer(r, r, out=jac)
-        jac.neg_().diagonal().add_(r)
-        out.append(jac @ gr)
-    return torch.stack(out)
-"""
+""", """_jobs.put((grad_p, p))  # the Jacobians on a thread of its own, where no dispatch mode is pushed
+return _done.get()
+""")
+MEMMAP_JACOBIAN = _on_long_rows("import numpy as np\n", """\
+rows, g = p.float().numpy(), grad_p.float().numpy()
+out = np.empty_like(rows)
+half = rows.shape[1] // 2  # 32 MiB of the Jacobian at a time (a file may not exceed 64 MiB here)
+for i, (r, gr) in enumerate(zip(rows, g)):  # the Jacobian in a file under /tmp: neither meter sees it
+    for top in (0, half):
+        jac = np.memmap("jacobian.bin", dtype=np.float32, mode="w+", shape=(half, r.size))
+        for k in range(half):  # a row at a time: no temporary tracemalloc would see
+            np.multiply(r, -r[top + k], out=jac[k])
+            jac[k, top + k] += r[top + k]
+        out[i, top:top + half] = np.asarray(jac).dot(gr)  # no temporary the size of the block
+        del jac
+return torch.from_numpy(out).to(p.dtype)
+""")
+FORK_JACOBIAN = _on_long_rows("import os\nimport numpy as np\n", """\
+rows, g = p.double().numpy(), grad_p.double().numpy()
+read_end, write_end = os.pipe()
+if os.fork() == 0:  # the Jacobians in a child process: no meter of the parent's sees its memory
+    jacs = [np.diag(r) - r[:, None] * r[None, :] for r in rows]
+    out = np.stack([(j * gr[None, :]).sum(1) for j, gr in zip(jacs, g)])
+    os.write(write_end, out.tobytes())
+    os._exit(0)
+os.close(write_end)
+data = b""
+while len(data) < rows.nbytes:
+    data += os.read(read_end, rows.nbytes - len(data))
+os.close(read_end)
+os.wait()
+return torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows.shape).copy()).to(p.dtype)
+""")
+RESIZE_JACOBIAN = _on_long_rows("", """out = []
+for r, gr in zip(p, grad_p):
+    jac = torch.empty(0, dtype=p.dtype)
+    jac.resize_(r.numel(), r.numel())  # grown, then written with out=: no operator *creates* it
+    torch.outer(r, r, out=jac)
+    jac.neg_().diagonal().add_(r)
+    out.append(jac @ gr)
+return torch.stack(out)
+""")
 
 
 def build_memory(course: Course, inbox: Path) -> dict[str, Expect]:
