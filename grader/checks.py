@@ -642,7 +642,8 @@ def _no_new_threads():
 
 
 @contextlib.contextmanager
-def _measuring_memory(enabled: bool, outcome: Outcome, inputs: Iterable[torch.Tensor] = ()):
+def _measuring_memory(enabled: bool, outcome: Outcome, inputs: Any = ()):
+    """Meter the block when ``enabled``; ``inputs`` are the case's arguments (their tensors are not the call's)."""
     if not enabled:
         yield
         return
@@ -655,7 +656,7 @@ def _measuring_memory(enabled: bool, outcome: Outcome, inputs: Iterable[torch.Te
         tracemalloc.start()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
-    meter = MemoryMeter(inputs)
+    meter = MemoryMeter(_tensors(inputs))
     try:
         with meter, _no_new_threads():
             yield
@@ -756,7 +757,7 @@ def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Ou
         args, kwargs = _clone(case.args), _clone(case.kwargs)
         outcome, seen = Outcome(), []
         try:
-            with _recording_banned(banned, seen), _measuring_memory(metered(case), outcome, _tensors((args, kwargs))):
+            with _recording_banned(banned, seen), _measuring_memory(metered(case), outcome, (args, kwargs)):
                 result = _call(obj, case, args, kwargs)
             outcome.output = to_plain(result)
         except BaseException as exc:  # noqa: BLE001 -- the student's error (SystemExit too) is the case's verdict

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -179,14 +180,10 @@ class _MeterClient:
     in between. Without a meter (the sandbox's own tests run the harness alone) the case is not metered."""
 
     def __init__(self, fd: int | None, sealer: wire.Sealer):
-        import socket
-
         self.sock = socket.socket(fileno=fd) if fd is not None else None
         self.sealer = sealer
 
     def case(self, ids: tuple[int, int, int]) -> checks.Case:
-        import socket
-
         if self.sock is None:
             raise RuntimeError("no meter")
         self.sock.sendall(b"O" + wire.CASE_IDS.pack(*ids))
@@ -202,8 +199,7 @@ class _MeterClient:
         finally:
             for fd in fds:
                 os.close(fd)
-        doc = wire._loads(files.pop("data.json"))
-        case = wire.decode(doc, [files.get(f"{n}.npy") for n in range(len(files))])
+        case = wire.decode_files(files)
         if not isinstance(case, checks.Case):
             raise RuntimeError("the meter sent something other than a case")
         return case

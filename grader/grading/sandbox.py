@@ -52,6 +52,7 @@ the start of a run.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import importlib
 import json
@@ -520,8 +521,8 @@ class _Window:
             for pid in pids:
                 try:
                     (target / "cgroup.procs").write_text(pid)
-                except (ProcessLookupError, OSError) as exc:
-                    if getattr(exc, "errno", None) != 3:  # ESRCH: it ended meanwhile
+                except OSError as exc:
+                    if exc.errno != errno.ESRCH:  # not: it ended meanwhile
                         raise
         raise OSError("the job's processes kept multiplying while being moved")
 
@@ -551,17 +552,16 @@ class _Meter:
     before its window closed, each case opens once, one window at a time; anything off-protocol ends the
     meter for the job (the cases not yet recorded then count as not measured)."""
 
-    MAX_PAYLOAD = (24 << 20) + (1 << 20)  # one case's outcome (wire.MAX_CASE_BYTES), its frame and seal
-
     def __init__(self, sock: socket.socket, job: Path, main: Path | None, out: int):
         from . import wire
 
         self.wire, self.sock, self.main, self.out = wire, sock, main, out
+        self.max_payload = wire.MAX_CASE_BYTES + (1 << 20)  # one case's outcome, its frame and its seal
         self.sock.setblocking(False)
         spec = json.loads((job / "plan.json").read_text())
         self.folders = [[Path(c["cases"]) for c in cell.get("checks", [])] for cell in spec["cells"]]
         self.buffer, self.opened, self.window, self.open_ids = bytearray(), set(), None, None
-        self.written, self.count, self.closed = 0, 0, False
+        self.written, self.closed = 0, False
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -576,7 +576,7 @@ class _Meter:
         if not data:
             return self.stop()
         self.buffer += data
-        if len(self.buffer) > self.MAX_PAYLOAD + 64:
+        if len(self.buffer) > self.max_payload + 64:
             return self.stop()
         ids_size = self.wire.CASE_IDS.size
         while self.buffer and not self.closed:
@@ -588,7 +588,7 @@ class _Meter:
             elif kind == b"C" and len(self.buffer) >= 5 + ids_size:
                 ids = self.wire.CASE_IDS.unpack(bytes(self.buffer[1:1 + ids_size]))
                 (size,) = struct.unpack(">I", self.buffer[1 + ids_size:5 + ids_size])
-                if size > self.MAX_PAYLOAD:
+                if size > self.max_payload:
                     return self.stop()
                 if len(self.buffer) < 5 + ids_size + size:
                     return
@@ -621,8 +621,7 @@ class _Meter:
         self.opened.add(ids)
         if self.main is not None:
             try:
-                self.count += 1
-                self.window = _Window(self.main, self.count)
+                self.window = _Window(self.main, len(self.opened))
             except OSError:
                 return self._reply(b"N")  # not measured: the case counts as such
         self.open_ids = ids

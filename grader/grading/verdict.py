@@ -145,8 +145,8 @@ def _metered(case: checks.Case, got: checks.Outcome, record: wire.Metered | None
     return outcome
 
 
-def _judge_cell(test: TestCell, cell: wire.CellResult, index: int = -1,
-                metered: dict | None = None) -> CellVerdict:
+def _judge_cell(test: TestCell, cell: wire.CellResult, index: int,
+                metered: dict[tuple[int, int, int], wire.Metered]) -> CellVerdict:
     visible = "" if cell.ok else (cell.error or "the test cell failed")
     try:
         outcomes = cell.decoded()
@@ -157,7 +157,7 @@ def _judge_cell(test: TestCell, cell: wire.CellResult, index: int = -1,
                 raise wire.WireError("bad check results")
             got = [wire.outcome_from_wire(o) for o in got]
             if len(got) == len(prepared.cases):
-                got = [_metered(case, o, (metered or {}).get((index, j, i))) if checks.metered(case) else o
+                got = [_metered(case, o, metered.get((index, j, i))) if checks.metered(case) else o
                        for i, (case, o) in enumerate(zip(prepared.cases, got))]
             checks.judge(prepared.check, prepared.cases, got, prepared.expected)
     except checks.CheckFailed as exc:

@@ -311,6 +311,12 @@ def read(folder: Path) -> Any:
     return _Reader(blob).decode(doc)
 
 
+def decode_files(files: dict[str, bytes]) -> Any:
+    """Decode what :func:`write` wrote, given as ``{file name: bytes}`` (the files the zygote hands a
+    sandbox by descriptor), validating it; raises :class:`WireError`."""
+    if "data.json" not in files:
+        raise WireError("no data.json")
+    return _Reader(lambda n: files.get(f"{n}.npy")).decode(_loads(files["data.json"]))
 
 #: A check's folder of cases holds its metered cases (:func:`grader.checks.metered`) as stubs; each one's
 #: whole case, inputs included, is in ``METERED/<i>/``, which the sandbox's notebook process never reads:
@@ -421,6 +427,31 @@ def _text(x: Any, limit: int) -> str:
     return x[:limit] if isinstance(x, str) else ""
 
 
+def _read_frame(fh: io.BufferedIOBase) -> tuple[bytes, dict, list[bytes]] | None:
+    """The next frame of ``fh`` (its bytes, its header, its blobs), validated against the limits; None at the
+    end; raises :class:`WireError` on a malformed, cut or oversized frame."""
+    head = fh.read(FRAME_HEADER.size)
+    if not head:
+        return None
+    if len(head) < FRAME_HEADER.size:
+        raise WireError("a frame is cut short")
+    (size,) = FRAME_HEADER.unpack(head)
+    if size > MAX_JSON_BYTES:
+        raise WireError("a frame's header is too large")
+    data = fh.read(size)
+    header = _loads(data)
+    if not isinstance(header, dict):
+        raise WireError("a frame's header is not an object")
+    sizes = header.get("blobs", [])
+    if (not isinstance(sizes, list) or len(sizes) > MAX_ARRAYS
+            or not all(type(s) is int and s >= 0 for s in sizes) or sum(sizes) > MAX_CELL_BYTES):
+        raise WireError("a frame's arrays are malformed or over the limit")
+    blobs = [fh.read(s) for s in sizes]
+    if any(len(b) != s for b, s in zip(blobs, sizes)):
+        raise WireError("a frame is cut short")
+    return head + data + b"".join(blobs), header, blobs
+
+
 def read_stream(path: Path, n_cells: int, key: bytes) -> Results:
     """Read the results stream the zygote saved at ``path`` (a file only trusted processes wrote), sealed
     under ``key``.
@@ -438,28 +469,13 @@ def read_stream(path: Path, n_cells: int, key: bytes) -> Results:
         return results
     with os.fdopen(fd, "rb") as fh:
         while True:
-            head = fh.read(FRAME_HEADER.size)
-            if not head:
-                return results
             try:
-                if len(head) < FRAME_HEADER.size:
-                    raise WireError("a frame is cut short")
-                (size,) = FRAME_HEADER.unpack(head)
-                if size > MAX_JSON_BYTES:
-                    raise WireError("a frame's header is too large")
-                data = fh.read(size)
-                header = _loads(data)
-                if not isinstance(header, dict):
-                    raise WireError("a frame's header is not an object")
-                sizes = header.get("blobs", [])
-                if (not isinstance(sizes, list) or len(sizes) > MAX_ARRAYS
-                        or not all(type(s) is int and s >= 0 for s in sizes) or sum(sizes) > MAX_CELL_BYTES):
-                    raise WireError("a frame's arrays are malformed or over the limit")
-                blobs = [fh.read(s) for s in sizes]
-                if any(len(b) != s for b, s in zip(blobs, sizes)):
-                    raise WireError("a frame is cut short")
+                got = _read_frame(fh)
+                if got is None:
+                    return results
+                raw, header, blobs = got
                 tag = fh.read(SEAL_BYTES)
-                if not hmac.compare_digest(tag, _seal(key, number, head + data + b"".join(blobs))):
+                if not hmac.compare_digest(tag, _seal(key, number, raw)):
                     raise WireError(f"frame {number} was not sent by the grader's code (its seal does not match)")
                 number += 1
                 if results.done:  # someone wrote on after the grader's code said it was done
@@ -484,7 +500,6 @@ def read_stream(path: Path, n_cells: int, key: bytes) -> Results:
             except WireError as exc:
                 results.problem = f"the results stream is malformed ({exc})"
                 return results
-
 
 
 #: After a record's CASE_IDS: the window's peak, whether the kernel measured it, the payload's size.
@@ -515,16 +530,11 @@ def read_meter(path: Path, key: bytes) -> dict[tuple[int, int, int], Metered]:
             if not hmac.compare_digest(tag, _seal_case(key, ids, data)):
                 continue
             try:
-                (length,) = FRAME_HEADER.unpack(data[:FRAME_HEADER.size])
-                header = _loads(data[FRAME_HEADER.size:FRAME_HEADER.size + length])
-                sizes = header.get("blobs", []) if isinstance(header, dict) else None
-                if (not isinstance(sizes, list) or len(sizes) > MAX_ARRAYS
-                        or not all(type(n) is int and n >= 0 for n in sizes)):
-                    raise WireError("malformed")
-                blobs, at = [], FRAME_HEADER.size + length
-                for n in sizes:
-                    blobs.append(data[at:at + n])
-                    at += n
+                stream = io.BytesIO(data)
+                got = _read_frame(stream)
+                if got is None or stream.read(1):
+                    raise WireError("not one frame")
+                _, header, blobs = got
                 outcome = outcome_from_wire(decode(header.get("outcome"), blobs))
             except (WireError, ValueError, TypeError, struct.error):
                 continue
