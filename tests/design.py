@@ -17,4 +17,6 @@ EXERCISES = {
                       "split_kv_attention", "cached_attention"],
     "ch11_long_context": ["apply_rope", "alibi_bias", "sliding_window_mask", "linear_attention",
                           "rope_cached_attention"],
+    "ch12_capstone": ["lm_loss", "warmup_cosine_lr", "CapstoneLM", "sampling_probs", "generate",
+                      "attention_entropy", "head_redundancy", "causal_gqa_attention"],
 }
