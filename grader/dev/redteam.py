@@ -274,6 +274,21 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         cell.metadata["nbgrader"]["points"] = 1000
     put("rt-correct-inflate-points", inflated, about="correct answers + test points set to 1000", score=full)
 
+    # the given cells (setup, examples) are the course's: a submission that broke or deleted them loses nothing
+    broken = copy.deepcopy(good)
+    for cell in broken.cells:
+        if cell.cell_type == "code" and not nbgrader_meta(cell):
+            cell.source = "raise SystemExit('the given cells are mine now')"
+    put("rt-correct-given-broken", broken, about="correct answers + every given cell replaced by an error",
+        score=full, reason="given cell")
+    # a student fills in the stubs and relies on the setup's imports: without the given cells they would fail
+    leaning = {ex: "\n".join(line for line in src.splitlines() if not line.startswith(("import ", "from ")))
+               for ex, src in correct.items()}
+    gone = samples.fill(released, leaning)
+    gone.cells = [c for c in gone.cells if c.cell_type != "code" or nbgrader_meta(c)]
+    put("rt-correct-given-deleted", gone, about="correct answers relying on the setup's imports + every given "
+        "cell deleted (the setup too)", score=full, reason="given cell")
+
     # correct answers with extras
     put("rt-correct-plain", good, about="correct answers", score=full)
     put("rt-correct-sys-exit",

@@ -269,6 +269,8 @@ class _Worker:
         notes = list(accepted.notes)
         if the_plan.restored:
             notes.append(f"test cells restored from the original: {', '.join(the_plan.restored)}")
+        if the_plan.given_restored:
+            notes.append(f"{len(the_plan.given_restored)} given cell(s) edited or missing: the course's ran instead")
         if finished.status != "finished":
             run = runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
         elif reaches := tamper.reason(accepted.notebook, self.course_cells[ch.id], set(kit.tests)):

@@ -36,7 +36,7 @@ import torch
 from .. import checks
 from ..cells import exercises, nbgrader_meta, split_hidden
 from ..course import Chapter, Workspace
-from ..plan import Kit, Plan, TestCell
+from ..plan import Kit, Plan, TestCell, given_cells
 from ..submission import scrub
 from . import wire
 
@@ -69,7 +69,7 @@ def build_kit(chapter: Chapter, nb: nbformat.NotebookNode,
             for k, check in enumerate(checks.parse_checks(split_hidden(cell.source)[1])):
                 test.checks.append(prepared(test.grade_id, k, check))
             tests[test.grade_id] = test
-    return Kit(chapter, tests, solution_ids)
+    return Kit(chapter, tests, solution_ids, given_cells(nb))
 
 
 def prepare_chapter(chapter: Chapter, folder: Path, nb: nbformat.NotebookNode | None = None) -> Kit:
@@ -197,6 +197,8 @@ def autograded_notebook(kit: Kit, nb: nbformat.NotebookNode, the_plan: Plan, res
             continue
         new = nbformat.from_dict(dict(cell))
         new.pop("id", None)
+        if new.cell_type == "code" and index in planned_at and the_plan.cells[planned_at[index]].get("given"):
+            new.source = the_plan.cells[planned_at[index]]["source"]  # what ran: the course's copy
         if new.cell_type == "code":
             new.outputs, new.execution_count = [], None
             record = results.cells.get(planned_at[index]) if index in planned_at else None

@@ -34,7 +34,7 @@ from nbclient.exceptions import DeadKernelError
 from ..cells import checksum, exercises, grade_ids, is_demo, nbgrader_meta, title
 from ..course import CHAPTER_DIR, Chapter, Course, GraderError, UsageError
 from ..execute import QUIET_KERNEL
-from ..plan import Kit, Plan, TestCell, plan
+from ..plan import Kit, Plan, TestCell, given_cells, plan
 from ..submission import Rejected, read_submission
 
 TIMEOUT, DIED = "Timeout", "DeadKernelError"
@@ -106,6 +106,7 @@ def course_reference(course: Course, nb: nbformat.NotebookNode, path: Path) -> R
                          "(was it made from a released notebook?)")
     chapter, source = best
     kit, names = tests_of(chapter, source)
+    kit.given = given_cells(source)  # as grading runs them: the course's given cells, not the notebook's copies
     present = grade_ids(nb)
     return Reference(kit, names, f"chapter {chapter.number}: {title(source, chapter.slug)}",
                      chapter.notebook.name, restores=True,
@@ -215,7 +216,7 @@ def roles(the_plan: Plan, nb: nbformat.NotebookNode, kit: Kit) -> list[Cell]:
         if planned["kind"] == "test":
             cells.append(Cell(planned["grade_id"], kit.tests[planned["grade_id"]].exercise))
             continue
-        grade_id = nbgrader_meta(nb.cells[origin]).get("grade_id")
+        grade_id = nbgrader_meta(nb.cells[origin]).get("grade_id") if origin is not None else None
         if grade_id in kit.solution_ids:
             seen_exercise = True
             cells.append(Cell(f"your cell for {grade_id}", grade_id))
