@@ -290,9 +290,10 @@ CONTRACT = {
     },
     "alibi_bias": {
         "returns float32 (n_heads, T_q, T_k) = -m_h * |p_i - j|": ["8 heads (a power of two), T_q = T_k = 5"],
-        "slopes 2^(-8h/n), h = 1..n, for n a power of two (head 0 steepest)":
+        "slopes 2^(-8h/n), h = 1..n, in that order, for n a power of two":
             ["1 head: slope 1/2^8", "2 heads: slopes 1/16, 1/256", "16 heads: slopes 2^-0.5 .. 2^-8"],
-        "the paper's rule for other n: slopes of c = 2^floor(log2 n), then every other slope of 2c":
+        "the paper's rule and order for other n: slopes of c = 2^floor(log2 n), then every other slope of 2c "
+        "(head 1 is then not always the steepest)":
             ["3 heads (not a power of two): the paper's rule", "6 heads (not a power of two)",
              "12 heads (not a power of two), as in BLOOM-style configurations", "5 heads (not a power of two)"],
         "bottom-right aligned: query i stands at T_k - T_q + i":
