@@ -51,6 +51,18 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     return (torch.softmax(scores, dim=-1) @ v).to(dtype)  # (..., T_q, d_v)
 
 
+def _causal_over_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Bottom-right causal attention of the ``T_q`` newest queries over ``T_k`` keys that end with them: what
+    :func:`decode_step` and :class:`GroupedQueryAttention` compute, without calling :func:`cached_attention`, the
+    exercise after them (a notebook run top to bottom has not defined it yet)."""
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have one length, got {k.shape[-2]} and {v.shape[-2]}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share d_k, got {q.shape[-1]} and {k.shape[-1]}")
+    mask = bottom_right_causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (T_q, T_k)
+    return _attend(q, k, v, mask)
+
+
 def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention of the ``T_q`` newest tokens over a cache of ``T_k`` tokens that ends with them.
 
@@ -97,7 +109,7 @@ def decode_step(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
         v_all = torch.cat([v_past, v_new], dim=-2)
     if past is None:  # present must be a new tensor, not the caller's k_new
         k_all, v_all = k_all.clone(), v_all.clone()
-    return cached_attention(q, k_all, v_all), (k_all, v_all)
+    return _causal_over_cache(q, k_all, v_all), (k_all, v_all)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -140,7 +152,7 @@ class GroupedQueryAttention(nn.Module):
         # query head i reads kv head i // group: each kv head repeated `group` times in a row
         k_rep = k.repeat_interleave(group, dim=1)  # (B, h, T_total, d_head)
         v_rep = v.repeat_interleave(group, dim=1)
-        out = cached_attention(q, k_rep, v_rep)  # (B, h, T, d_head)
+        out = _causal_over_cache(q, k_rep, v_rep)  # (B, h, T, d_head)
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, d_model)
         return self.out_proj(out), (k, v)
 
