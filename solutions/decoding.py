@@ -157,11 +157,31 @@ class GroupedQueryAttention(nn.Module):
         return self.out_proj(out), (k, v)
 
 
+#: Bits per value of the packed sub-byte types, whose ``itemsize`` (1) is a byte per element: ``uint1``..``uint7``
+#: and ``int1``..``int7`` (N bits), the quantised ``quint4x2`` and ``quint2x4`` (two or four values a byte), and
+#: ``float4_e2m1fn_x2`` (one element of it holds two 4-bit values). Every other dtype: ``8 * itemsize`` (the raw
+#: ``bits*`` containers included: they hold bits, not values).
+SUB_BYTE_BITS: dict[torch.dtype, int] = {
+    **{getattr(torch, f"{kind}{n}"): n for kind in ("uint", "int") for n in range(1, 8)
+       if hasattr(torch, f"{kind}{n}")},
+    **{getattr(torch, name): bits for name, bits in (("quint4x2", 4), ("quint2x4", 2), ("float4_e2m1fn_x2", 4))
+       if hasattr(torch, name)},
+}
+
+
+def dtype_bits(dtype: torch.dtype) -> int:
+    """Bits one value of ``dtype`` takes: :data:`SUB_BYTE_BITS` for the packed types, ``8 * itemsize`` otherwise."""
+    return SUB_BYTE_BITS.get(dtype, 8 * dtype.itemsize)
+
+
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int = 1,
                    dtype: torch.dtype = torch.bfloat16) -> int:
     """Bytes of a KV cache: ``2 * n_layers * n_kv_heads * d_head * seq_len * batch * element size``.
 
-    The 2 counts keys and values; every layer caches both, for every kv head and every token.
+    The 2 counts keys and values; every layer caches both, for every kv head and every token. The element size
+    is the dtype's bits per value over 8 (:func:`dtype_bits`): a packed 4-bit cache (``torch.uint4``,
+    ``torch.int4``, ``torch.float4_e2m1fn_x2``, ...) takes half a byte per value, although ``itemsize`` says 1;
+    the total is rounded up to whole bytes. The scales of a quantised cache are not counted.
 
     Raises:
         ValueError: when a count is negative.
@@ -174,7 +194,8 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, ba
             raise ValueError(f"{name} must be >= 0, got {value}")
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
-    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * dtype.itemsize
+    bits = 2 * n_layers * n_kv_heads * d_head * seq_len * batch * dtype_bits(dtype)  # exact Python ints
+    return -(-bits // 8)  # whole bytes, rounded up
 
 
 def split_kv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_splits: int) -> torch.Tensor:

@@ -190,6 +190,16 @@ def test_kv_cache_bytes_is_the_formula(dtype):
     assert type(got) is int and got == 2 * 32 * 8 * 128 * 4096 * 3 * torch.empty(0, dtype=dtype).element_size()
 
 
+@pytest.mark.parametrize("dtype, bits", [(torch.uint4, 4), (torch.int4, 4), (torch.uint1, 1), (torch.int7, 7),
+                                         (torch.float4_e2m1fn_x2, 4), (torch.quint4x2, 4), (torch.quint2x4, 2)])
+def test_kv_cache_bytes_counts_the_bits_of_packed_types(dtype, bits):
+    """A packed sub-byte type reports an itemsize of 1: the cache counts its bits per value, whole bytes rounded up."""
+    assert dtype.itemsize == 1
+    assert ref.kv_cache_bytes(32, 8, 128, 4096, 3, dtype) == 2 * 32 * 8 * 128 * 4096 * 3 * bits // 8
+    assert ref.kv_cache_bytes(1, 1, 1, 1, dtype=dtype) == (1 if bits <= 4 else 2)  # 2 values: whole bytes, rounded up
+    assert ref.kv_cache_bytes(1, 1, 1, 3, dtype=dtype) == -(-6 * bits // 8)
+
+
 def test_kv_cache_bytes_of_published_configs_and_errors():
     assert ref.kv_cache_bytes(32, 32, 128, 4096) == 2 * 2**30  # Llama 2 7B, 4k tokens: 2 GiB
     assert ref.kv_cache_bytes(32, 8, 128, 131072) == 16 * 2**30  # Llama 3 8B, 128k tokens: 16 GiB
