@@ -155,7 +155,7 @@ def softmax_vjp(p: torch.Tensor, grad_p: torch.Tensor, dim: int = -1) -> torch.T
 
     Args:
         p: softmax outputs, floating, any shape, the distributions along ``dim``.
-        grad_p: the upstream gradient, same shape as ``p`` (any layout).
+        grad_p: the upstream gradient, same shape and dtype as ``p`` (any layout; mixed dtypes are not graded).
         dim: the axis of the softmax.
 
     Returns:

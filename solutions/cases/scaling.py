@@ -636,5 +636,7 @@ CONTRACT = {
             "ban:aten._softmax_backward_data", "ban:aten._log_softmax_backward_data"],
         "raises ValueError when grad_p's shape differs from p's": ["grad_p of another shape (ValueError)"],
         "returns a new tensor, inputs unchanged": ["one distribution over 5 outcomes"],
+        "grad_p in another dtype than p": "not gradable: the statement gives both one dtype (mixed dtypes are "
+                                          "not graded: type promotion would pick the result's)",
     },
 }
