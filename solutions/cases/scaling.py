@@ -574,7 +574,8 @@ CONTRACT = {
             "alpha=1e-17, z=-8.8 beyond the critical 8.57: reject",
             "alpha=1e-20 given positionally, z=9.6 beyond the critical 9.34: reject",
             "alpha=1e-100, z=-21.0 below the critical 21.31: keep",
-            "alpha=1e-300, z=36.5 below the critical 37.07: keep", "alpha=1e-300, z=37.6 beyond the critical 37.07: reject"],
+            "alpha=1e-300, z=36.5 below the critical 37.07: keep",
+            "alpha=1e-300, z=37.6 beyond the critical 37.07: reject"],
         "the normal approximation's calibration (when the real level is alpha)":
             "not gradable: it is a property of the test, stated for the student; the function's result is z and "
             "the decision at the given alpha",
