@@ -48,6 +48,9 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     ``positions[t] * base ** (-2i / d)``:  ``(a, b) -> (a cos - b sin, a sin + b cos)``. Then the dot product
     of a query rotated at ``m`` and a key rotated at ``n`` depends on the positions only through ``m - n``.
 
+    The frequencies and the angles are computed in float64 (:func:`rope_angles`), their cosines and sines then
+    converted: a float32 angle of 32768 radians is stored only to within about 2e-3.
+
     Returns:
         A tensor of ``x``'s shape and dtype (half precisions are computed in float32).
 
