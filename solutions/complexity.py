@@ -211,19 +211,32 @@ def roofline_time(flops: int | float, hbm_bytes: int | float, peak_flops: float,
 
         max(flops / peak_flops, hbm_bytes / bandwidth)   seconds
 
+    Every value is taken as a Python float (float64) first, whatever its type: numpy float32 scalars are not
+    divided in float32 (which rounds to 7 digits and overflows past 3.4e38). A count too large for a float
+    (an int past about 1.8e308) raises ``OverflowError``, as ``float()`` does; a time past the float range
+    is ``inf``.
+
     Raises:
+        TypeError: when a value is not a number: a bool (not a count), a string, None, a tensor.
         ValueError: when ``flops`` or ``hbm_bytes`` is negative, or ``peak_flops`` or ``bandwidth`` not
-            positive (or not finite).
+            positive, or a value is not finite.
+        OverflowError: when a count is an int too large for a float.
     """
-    for name, value in (("flops", flops), ("hbm_bytes", hbm_bytes)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
-                not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    for name, value in (("peak_flops", peak_flops), ("bandwidth", bandwidth)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
-                not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return max(float(flops) / float(peak_flops), float(hbm_bytes) / float(bandwidth))
+    values = {"flops": flops, "hbm_bytes": hbm_bytes, "peak_flops": peak_flops, "bandwidth": bandwidth}
+    as_float = {}
+    for name, value in values.items():
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a number (an int or a float, not a bool), got {value!r}")
+        as_float[name] = float(value)  # float64; OverflowError for an int past the float range
+        if not math.isfinite(as_float[name]):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+    for name in ("flops", "hbm_bytes"):
+        if as_float[name] < 0:
+            raise ValueError(f"{name} must be >= 0, got {values[name]!r}")
+    for name in ("peak_flops", "bandwidth"):
+        if as_float[name] <= 0:
+            raise ValueError(f"{name} must be > 0, got {values[name]!r}")
+    return max(as_float["flops"] / as_float["peak_flops"], as_float["hbm_bytes"] / as_float["bandwidth"])
 
 
 def loglog_slope(xs: Sequence[float] | np.ndarray | torch.Tensor,
@@ -274,7 +287,7 @@ def chunked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_s
         q: queries ``(..., T_q, d_k)``; ``T_q`` need not be a multiple of ``chunk_size``: the last chunk
             is shorter.
         k: keys ``(..., T_k, d_k)``; v: values ``(..., T_k, d_v)``. Leading dims broadcast as in ``@``.
-        chunk_size: number of query rows per chunk, >= 1.
+        chunk_size: number of query rows per chunk, an integer >= 1 (numpy integers too).
         mask: optional bool tensor broadcastable to the scores ``(..., T_q, T_k)``; True means the query
             may attend to the key. A query row whose keys are all masked gets an output of **zeros**
             (there is no distribution to average with; zeros, like chapter 4's ``masked_softmax``,
@@ -285,12 +298,12 @@ def chunked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_s
         ``(T_q, T_k)`` matrix this function exists to avoid.
 
     Raises:
-        TypeError: when ``mask`` is not a bool tensor.
+        TypeError: when ``chunk_size`` is not an integer (a float or a bool; numpy integers are), or ``mask``
+            is not a bool tensor.
         ValueError: when ``chunk_size`` < 1, q and k differ in ``d_k``, k and v differ in ``T_k``, or
             the mask does not broadcast to the scores.
     """
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+    chunk_size = _check_size("chunk_size", chunk_size, 1)  # TypeError for a non-integer, as attention_cost
     d_k, T_q, T_k = q.shape[-1], q.shape[-2], k.shape[-2]
     if k.shape[-1] != d_k:
         raise ValueError(f"q and k must share d_k, got {d_k} and {k.shape[-1]}")

@@ -51,6 +51,18 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     return (torch.softmax(scores, dim=-1) @ v).to(dtype)  # (..., T_q, d_v)
 
 
+def _causal_over_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Bottom-right causal attention of the ``T_q`` newest queries over ``T_k`` keys that end with them: what
+    :func:`decode_step` and :class:`GroupedQueryAttention` compute, without calling :func:`cached_attention`, the
+    exercise after them (a notebook run top to bottom has not defined it yet)."""
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have one length, got {k.shape[-2]} and {v.shape[-2]}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share d_k, got {q.shape[-1]} and {k.shape[-1]}")
+    mask = bottom_right_causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (T_q, T_k)
+    return _attend(q, k, v, mask)
+
+
 def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention of the ``T_q`` newest tokens over a cache of ``T_k`` tokens that ends with them.
 
@@ -97,7 +109,7 @@ def decode_step(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
         v_all = torch.cat([v_past, v_new], dim=-2)
     if past is None:  # present must be a new tensor, not the caller's k_new
         k_all, v_all = k_all.clone(), v_all.clone()
-    return cached_attention(q, k_all, v_all), (k_all, v_all)
+    return _causal_over_cache(q, k_all, v_all), (k_all, v_all)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -140,16 +152,36 @@ class GroupedQueryAttention(nn.Module):
         # query head i reads kv head i // group: each kv head repeated `group` times in a row
         k_rep = k.repeat_interleave(group, dim=1)  # (B, h, T_total, d_head)
         v_rep = v.repeat_interleave(group, dim=1)
-        out = cached_attention(q, k_rep, v_rep)  # (B, h, T, d_head)
+        out = _causal_over_cache(q, k_rep, v_rep)  # (B, h, T, d_head)
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, d_model)
         return self.out_proj(out), (k, v)
+
+
+#: Bits per value of the packed sub-byte types, whose ``itemsize`` (1) is a byte per element: ``uint1``..``uint7``
+#: and ``int1``..``int7`` (N bits), the quantised ``quint4x2`` and ``quint2x4`` (two or four values a byte), and
+#: ``float4_e2m1fn_x2`` (one element of it holds two 4-bit values). Every other dtype: ``8 * itemsize`` (the raw
+#: ``bits*`` containers included: they hold bits, not values).
+SUB_BYTE_BITS: dict[torch.dtype, int] = {
+    **{getattr(torch, f"{kind}{n}"): n for kind in ("uint", "int") for n in range(1, 8)
+       if hasattr(torch, f"{kind}{n}")},
+    **{getattr(torch, name): bits for name, bits in (("quint4x2", 4), ("quint2x4", 2), ("float4_e2m1fn_x2", 4))
+       if hasattr(torch, name)},
+}
+
+
+def dtype_bits(dtype: torch.dtype) -> int:
+    """Bits one value of ``dtype`` takes: :data:`SUB_BYTE_BITS` for the packed types, ``8 * itemsize`` otherwise."""
+    return SUB_BYTE_BITS.get(dtype, 8 * dtype.itemsize)
 
 
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int = 1,
                    dtype: torch.dtype = torch.bfloat16) -> int:
     """Bytes of a KV cache: ``2 * n_layers * n_kv_heads * d_head * seq_len * batch * element size``.
 
-    The 2 counts keys and values; every layer caches both, for every kv head and every token.
+    The 2 counts keys and values; every layer caches both, for every kv head and every token. The element size
+    is the dtype's bits per value over 8 (:func:`dtype_bits`): a packed 4-bit cache (``torch.uint4``,
+    ``torch.int4``, ``torch.float4_e2m1fn_x2``, ...) takes half a byte per value, although ``itemsize`` says 1;
+    the total is rounded up to whole bytes. The scales of a quantised cache are not counted.
 
     Raises:
         ValueError: when a count is negative.
@@ -162,7 +194,8 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, ba
             raise ValueError(f"{name} must be >= 0, got {value}")
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
-    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * dtype.itemsize
+    bits = 2 * n_layers * n_kv_heads * d_head * seq_len * batch * dtype_bits(dtype)  # exact Python ints
+    return -(-bits // 8)  # whole bytes, rounded up
 
 
 def split_kv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_splits: int) -> torch.Tensor:

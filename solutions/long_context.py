@@ -48,6 +48,9 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     ``positions[t] * base ** (-2i / d)``:  ``(a, b) -> (a cos - b sin, a sin + b cos)``. Then the dot product
     of a query rotated at ``m`` and a key rotated at ``n`` depends on the positions only through ``m - n``.
 
+    The frequencies and the angles are computed in float64 (:func:`rope_angles`), their cosines and sines then
+    converted: a float32 angle of 32768 radians is stored only to within about 2e-3.
+
     Returns:
         A tensor of ``x``'s shape and dtype (half precisions are computed in float32).
 
@@ -219,6 +222,21 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
 # the bug hunt: attention with a key/value cache under RoPE
 
 
+def _rotate_interleaved(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+    """The rotation of :func:`apply_rope`, written again so that the bug hunt's answer stands on its own (its
+    cell is graded without the other exercises): pairs ``(2i, 2i + 1)`` turned by ``positions * base^(-2i/d)``,
+    angles in float64, half precisions computed in float32."""
+    d = x.shape[-1]
+    if x.dim() < 2 or d % 2:
+        raise ValueError(f"q and k must be (..., T, d) with d even, got shape {tuple(x.shape)}")
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    angles = positions.to(torch.float64)[:, None] * theta[None, :].to(positions.device)  # (T, d/2)
+    work = _compute_dtype(x.dtype)
+    cos, sin = angles.cos().to(work), angles.sin().to(work)
+    a, b = x[..., 0::2].to(work), x[..., 1::2].to(work)
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2).to(x.dtype)
+
+
 def rope_cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                           v_cache: torch.Tensor, base: float = 10000.0
                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -238,10 +256,11 @@ def rope_cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_c
     """
     T_past, T_new = k_cache.shape[-2], q.shape[-2]
     positions = torch.arange(T_past, T_past + T_new, device=q.device)  # absolute, not 0..T_new-1
-    k_all = torch.cat((k_cache, apply_rope(k, positions, base)), dim=-2)  # (..., T_past + T_new, d)
+    k_all = torch.cat((k_cache, _rotate_interleaved(k, positions, base)), dim=-2)  # (..., T_past + T_new, d)
     v_all = torch.cat((v_cache, v), dim=-2)
-    q_rot = apply_rope(q, positions, base)
-    mask = sliding_window_mask(T_new, T_past + T_new, T_past + T_new)  # bottom-right causal
+    q_rot = _rotate_interleaved(q, positions, base)
+    # bottom-right causal: new token t (at T_past + t) sees keys j <= T_past + t
+    mask = torch.ones(T_new, T_past + T_new, dtype=torch.bool, device=q.device).tril(diagonal=T_past)
     scores = q_rot @ k_all.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_new, T_past + T_new)
     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     return weights @ v_all, k_all, v_all

@@ -43,7 +43,8 @@ def padding_mask(lengths: torch.Tensor, T: int, side: str = "right") -> torch.Te
     real tokens at the end, the layout of batched generation): ``m[b, j] = j >= T - lengths[b]``.
 
     Args:
-        lengths: ``(B,)`` integer tensor (any integer dtype), each length in ``0..T``.
+        lengths: ``(B,)`` integer tensor (any integer dtype, uint8 and int8 too: ``T - lengths`` is computed in
+            int64, where it cannot wrap around), each length in ``0..T``.
         T: the padded length.
         side: which side of each sequence holds the padding.
 

@@ -318,6 +318,33 @@ def test_roofline_time_is_the_larger_of_the_two_times():
             ref.roofline_time(*bad)
 
 
+def test_roofline_time_computes_in_float64_and_rejects_what_is_not_a_number():
+    f32 = np.float32
+    assert ref.roofline_time(f32(3), f32(7), f32(11), f32(13)) == 7.0 / 13.0  # float32 would round it
+    assert type(ref.roofline_time(f32(3), f32(7), f32(11), f32(13))) is float
+    assert ref.roofline_time(f32(3e38), f32(1), f32(1e-3), f32(1e9)) == float(f32(3e38)) / float(f32(1e-3))
+    assert ref.roofline_time(1e300, 1.0, 1e-10, 1e9) == math.inf  # a time past the float range
+    with pytest.raises(OverflowError):  # an int count past the float range, as float() says
+        ref.roofline_time(10**400, 1, 1.0, 1.0)
+    for bad in ((True, 1, 1.0, 1.0), (1, 1, 1.0, np.True_), ("1", 1, 1.0, 1.0), (1, None, 1.0, 1.0),
+                (torch.tensor(1.0), 1, 1.0, 1.0)):
+        with pytest.raises(TypeError):
+            ref.roofline_time(*bad)
+
+
+def test_chunked_attention_sizes_are_integers_as_attention_costs_are():
+    q = torch.randn(2, 5, 4)
+    torch.testing.assert_close(ref.chunked_attention(q, q, q, np.int64(2)), ref.chunked_attention(q, q, q, 2))
+    for bad in (2.0, True, np.True_, "2"):
+        with pytest.raises(TypeError):
+            ref.chunked_attention(q, q, q, bad)
+        with pytest.raises(TypeError):
+            ref.attention_cost(16, 8, block_q=bad)
+    for small in (0, -3):
+        with pytest.raises(ValueError):
+            ref.chunked_attention(q, q, q, small)
+
+
 # ---------------------------------------------------------------------------------------------------
 # attention_matrix_bytes and the 40 GB claim
 
@@ -486,7 +513,7 @@ def test_chunked_attention_rejects_bad_input_with_clear_errors():
     q, k, v = torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2)
     with pytest.raises(ValueError, match="chunk_size"):
         ref.chunked_attention(q, k, v, 0)
-    with pytest.raises(ValueError, match="chunk_size"):
+    with pytest.raises(TypeError, match="chunk_size"):  # not an integer: TypeError, as attention_cost's sizes
         ref.chunked_attention(q, k, v, 2.0)
     with pytest.raises(TypeError, match="bool tensor"):
         ref.chunked_attention(q, k, v, 2, torch.ones(3, 5))

@@ -190,6 +190,16 @@ def test_kv_cache_bytes_is_the_formula(dtype):
     assert type(got) is int and got == 2 * 32 * 8 * 128 * 4096 * 3 * torch.empty(0, dtype=dtype).element_size()
 
 
+@pytest.mark.parametrize("dtype, bits", [(torch.uint4, 4), (torch.int4, 4), (torch.uint1, 1), (torch.int7, 7),
+                                         (torch.float4_e2m1fn_x2, 4), (torch.quint4x2, 4), (torch.quint2x4, 2)])
+def test_kv_cache_bytes_counts_the_bits_of_packed_types(dtype, bits):
+    """A packed sub-byte type reports an itemsize of 1: the cache counts its bits per value, whole bytes rounded up."""
+    assert dtype.itemsize == 1
+    assert ref.kv_cache_bytes(32, 8, 128, 4096, 3, dtype) == 2 * 32 * 8 * 128 * 4096 * 3 * bits // 8
+    assert ref.kv_cache_bytes(1, 1, 1, 1, dtype=dtype) == (1 if bits <= 4 else 2)  # 2 values: whole bytes, rounded up
+    assert ref.kv_cache_bytes(1, 1, 1, 3, dtype=dtype) == -(-6 * bits // 8)
+
+
 def test_kv_cache_bytes_of_published_configs_and_errors():
     assert ref.kv_cache_bytes(32, 32, 128, 4096) == 2 * 2**30  # Llama 2 7B, 4k tokens: 2 GiB
     assert ref.kv_cache_bytes(32, 8, 128, 131072) == 16 * 2**30  # Llama 3 8B, 128k tokens: 16 GiB
@@ -252,6 +262,37 @@ def test_split_kv_holds_one_chunk_of_scores():
     assert meter.largest <= full // 8 and meter.peak_live <= full // 2
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("T_q, d_k, d_v, chunks", [(1, 4, 4, 64), (1, 8, 2, 128), (4, 8, 8, 32), (8, 8, 8, 16),
+                                                   (16, 2, 8, 16), (3, 6, 5, 33)])
+def test_split_kv_meets_its_stated_bound_where_the_statement_applies_it(T_q, d_k, d_v, chunks, dtype):
+    """On the edge of the statement's regime (the fewest and narrowest chunks it allows): no tensor above a
+    quarter of the scores, half alive, in every floating dtype."""
+    c = 16 * (d_v + 1)
+    T_k = c * chunks
+    while 16 * c * max(d_k, d_v) > T_q * T_k:
+        T_k += c
+    n = T_k // c
+    assert cases_mod.split_kv_bound_applies(T_q, T_k, d_k, d_v, n)
+    assert not cases_mod.split_kv_bound_applies(T_q, T_k, d_k, d_v, n // 2)  # wider chunks: outside
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(2, T_q, d_k, generator=g).to(dtype), torch.randn(2, T_k, d_k, generator=g).to(dtype),
+               torch.randn(2, T_k, d_v, generator=g).to(dtype))
+    meter = MemoryMeter([q, k, v])
+    with meter:
+        ref.split_kv_attention(q, k, v, n)
+    full = 2 * T_q * T_k
+    assert meter.largest <= full // 4 and meter.peak_live <= full // 2, (meter.largest / full, meter.peak_live / full)
+
+
+def test_split_kv_memory_cases_are_where_the_statement_bounds_memory():
+    for dtype in ("float32", "float16"):
+        for case in cases_mod.split_kv_memory_cases(0, dtype):
+            q, k, v, n = case.args
+            assert cases_mod.split_kv_bound_applies(q.shape[-2], k.shape[-2], k.shape[-1], v.shape[-1], n)
+            assert case.max_numel == q.shape[:-1].numel() * k.shape[-2] // 4 and case.max_live == 2 * case.max_numel
+
+
 # ---------------------------------------------------------------------------------------------------
 # the hidden checks' cases and judges
 
@@ -270,6 +311,7 @@ GENERATORS = [
     ("split_kv_attention_cases", {}),
     ("split_kv_attention_cases", {"dtype": "bfloat16"}),
     ("split_kv_memory_cases", {}),
+    ("split_kv_memory_cases", {"dtype": "float16"}),
 ]
 
 

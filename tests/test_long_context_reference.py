@@ -197,3 +197,19 @@ def test_cached_decoding_equals_full_sequence_attention():
     torch.testing.assert_close(torch.cat(outs, dim=1), full)
     torch.testing.assert_close(k_cache, apply_rope(k, torch.arange(T)))
     torch.testing.assert_close(v_cache, v)
+
+
+def test_the_bug_hunts_reference_stands_on_its_own(monkeypatch):
+    """Its statement says the cell is graded without the other exercises: the reference calls none of them."""
+    import solutions.long_context as lc
+
+    def absent(*args, **kwargs):
+        raise AssertionError("rope_cached_attention called another exercise")
+
+    for name in ("apply_rope", "alibi_bias", "sliding_window_mask", "linear_attention"):
+        monkeypatch.setattr(lc, name, absent)
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 3, 8), torch.randn(2, 3, 4)
+    k_cache, v_cache = apply_rope(torch.randn(2, 5, 8), torch.arange(5)), torch.randn(2, 5, 4)
+    out, k_all, v_all = lc.rope_cached_attention(q, k, v, k_cache, v_cache)
+    assert out.shape == (2, 3, 4) and k_all.shape == (2, 8, 8) and v_all.shape == (2, 8, 4)
+    torch.testing.assert_close(k_all[:, 5:], apply_rope(k, torch.arange(5, 8)))

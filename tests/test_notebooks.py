@@ -163,3 +163,36 @@ def test_no_cell_that_grading_runs_needs_a_demo_cell(ch):
         needed = {name: only_in_demos[name] for name in reads - binds - bound if name in only_in_demos}
         assert not needed, f"cell {cell.get('id', i)} reads names bound only in demo cells: {needed}"
         bound |= binds
+
+
+def _module_uses(module) -> dict[str, set[str]]:
+    """For each function and class defined at the top of ``module``: the module-level names its body reads,
+    through the module's own helpers (transitively)."""
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))
+    direct: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            direct[node.name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {node.name}
+    closed: dict[str, set[str]] = {}
+    for name in direct:
+        seen, todo = set(), [name]
+        while todo:
+            for used in direct.get(todo.pop(), set()) & set(direct):
+                if used not in seen and used != name:
+                    seen.add(used)
+                    todo.append(used)
+        closed[name] = seen
+    return closed
+
+
+@pytest.mark.parametrize("ch", CHAPTERS, ids=IDS)
+def test_no_reference_uses_a_later_exercise(ch):
+    """A notebook run top to bottom defines the exercises in order, so an exercise's answer (the reference its
+    solution cell delegates to, and its private helpers) may use an earlier exercise but never a later one."""
+    module = importlib.import_module(ch.solutions_module)
+    uses = _module_uses(module)
+    order = [ex.name for ex in exercises(read(ch))]
+    bad = {name: sorted(uses.get(name, set()) & set(order[i + 1:])) for i, name in enumerate(order)}
+    assert not any(bad.values()), {k: v for k, v in bad.items() if v}

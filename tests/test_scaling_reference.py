@@ -378,6 +378,27 @@ def test_z_test_statistic_and_decision_match_the_normal_tail(z_target, alpha):
     assert reject == (_two_sided_p(z) < alpha)
 
 
+@pytest.mark.parametrize("alpha", [1e-15, 1e-17, 1e-20, 1e-100, 1e-300])
+def test_z_test_takes_any_alpha_however_small(alpha):
+    """1 - alpha/2 rounds to 1.0 below about 1e-16: the decision still follows -Phi^-1(alpha/2) (the oracle)."""
+    from statistics import NormalDist
+
+    critical = -NormalDist().inv_cdf(alpha / 2)
+    d, n = 64, 10_000
+    se = ref.variance_standard_error(d, n)
+    for z_target, expected in ((critical - 0.05, False), (critical + 0.05, True), (-critical - 0.05, True)):
+        z, reject = ref.variance_z_test(torch.tensor([d + z_target * se], dtype=torch.float64), d, n, alpha)
+        assert reject is expected, (alpha, z_target, z)
+
+
+def test_z_test_takes_the_smallest_positive_alpha():
+    """alpha = 5e-324 has no representable half: the tail itself is compared (P(|Z| >= 38) is a subnormal above it)."""
+    d, n = 64, 10_000
+    se = ref.variance_standard_error(d, n)
+    assert ref.variance_z_test(torch.tensor([d + 38 * se], dtype=torch.float64), d, n, 5e-324)[1] is False
+    assert ref.variance_z_test(torch.tensor([d + 40 * se], dtype=torch.float64), d, n, 5e-324)[1] is True
+
+
 def test_z_of_the_mean_of_m_estimates_uses_se_over_sqrt_m():
     d, n, m = 16, 200, 25
     se = ref.variance_standard_error(d, n)

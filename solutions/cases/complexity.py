@@ -124,6 +124,16 @@ def roofline_time_cases(seed: int) -> list[Case]:
         Case(args=(10, -1, 1e12, 1e9), raises="ValueError", label="negative bytes"),
         Case(args=(10, 10, 0.0, 1e9), raises="ValueError", label="peak_flops = 0"),
         Case(args=(10, 10, 1e12, -3e9), raises="ValueError", label="negative bandwidth"),
+        Case(args=(np.float32(3.0), np.float32(7.0), np.float32(11.0), np.float32(13.0)),
+             label="numpy float32 scalars only: computed in float64, not rounded to float32"),
+        Case(args=(np.float32(3e38), np.float32(1.0), np.float32(1e-3), np.float32(1e9)),
+             label="numpy float32 counts whose time, 3e41 s, overflows float32 but not float64"),
+        Case(args=(1e300, 1.0, 1e-10, 1e9), label="a time past the float range is inf"),
+        Case(args=(float("inf"), 10, 1e12, 1e9), raises="ValueError", label="infinite FLOPs"),
+        Case(args=(10, 10, 1e12, float("nan")), raises="ValueError", label="a NaN bandwidth"),
+        Case(args=(True, 10, 1e12, 1e9), raises="TypeError", label="a bool count (not a number of FLOPs)"),
+        Case(args=(10, 10, 1e12, np.True_), raises="TypeError", label="a numpy bool bandwidth"),
+        Case(args=("10", 10, 1e12, 1e9), raises="TypeError", label="a string count"),
     ]
 
 
@@ -231,6 +241,12 @@ def chunked_attention_cases(seed: int) -> list[Case]:
              label="an expanded q (stride 0 along the batch)"),
         Case(args=(_randn(g, 5, 4), _randn(g, 5, 4), _randn(g, 5, 4), 0), raises="ValueError",
              label="chunk_size=0"),
+        Case(args=(_randn(g, 5, 4), _randn(g, 5, 4), _randn(g, 5, 4), 2.0), raises="TypeError",
+             label="chunk_size=2.0, a float (TypeError, as attention_cost's sizes)"),
+        Case(args=(_randn(g, 5, 4), _randn(g, 5, 4), _randn(g, 5, 4), True), raises="TypeError",
+             label="chunk_size=True, a bool (TypeError)"),
+        Case(args=(_randn(g, 2, 7, 4), _randn(g, 2, 5, 4), _randn(g, 2, 5, 3), np.int64(3)),
+             label="chunk_size given as a numpy integer"),
         Case(args=(_randn(g, 5, 4), _randn(g, 5, 4), _randn(g, 5, 4), 2),
              kwargs={"mask": torch.ones(5, 5)}, raises="TypeError", label="a float mask (not bool)"),
     ]
@@ -365,8 +381,16 @@ CONTRACT = {
             ["counts past int64 as Python ints", "numpy scalars for the counts and the peak", "float counts"],
         "ValueError: negative counts, a peak or bandwidth <= 0":
             ["negative FLOPs", "negative bytes", "peak_flops = 0", "negative bandwidth"],
-        "ValueError for values that are not finite":
-            "visible only: infinities and NaN never come out of a cost model; the reference tests check them",
+        "ValueError for values that are not finite": ["infinite FLOPs", "a NaN bandwidth"],
+        "computed in float64 whatever the inputs' types (numpy float32 too)":
+            ["numpy float32 scalars only: computed in float64, not rounded to float32",
+             "numpy float32 counts whose time, 3e41 s, overflows float32 but not float64"],
+        "a time past the float range is inf": ["a time past the float range is inf"],
+        "OverflowError for an int count past the float range (about 1.8e308)":
+            "not gradable: the wire to the sandbox carries integers of at most 64 bits; the reference tests "
+            "check it",
+        "TypeError for a value that is not a number (a bool, a string)":
+            ["a bool count (not a number of FLOPs)", "a numpy bool bandwidth", "a string count"],
     },
     "loglog_slope": {
         "the least-squares slope of log y on log x (all points, not the end points)":
@@ -431,6 +455,9 @@ CONTRACT = {
              "ban:aten._safe_softmax"],
         "returns only the output (..., T_q, d_v)": ["batch of 3, T=7, d_k=4, d_v=6, chunk_size=3"],
         "ValueError for chunk_size < 1, TypeError for a non-bool mask": ["chunk_size=0", "a float mask (not bool)"],
+        "TypeError for a chunk_size that is not an integer (a float, a bool), as attention_cost's sizes":
+            ["chunk_size=2.0, a float (TypeError, as attention_cost's sizes)", "chunk_size=True, a bool (TypeError)"],
+        "numpy integers are integers": ["chunk_size given as a numpy integer"],
         "q, k and v are not modified": "visible only: the visible test compares them with copies",
     },
 }

@@ -9,9 +9,10 @@ so that a student whose code fails one reads why.
 Two judges do not trust the reference at all: :func:`equals_full_sequence_attention` rebuilds every row from
 causal attention over the whole sequence (``F.scaled_dot_product_attention(is_causal=True)`` on the square
 matrix, where top-left and bottom-right coincide), and checks the returned cache; it backs both the
-decoding step and the bug hunt. ``split_kv_attention`` is also graded with memory bounds: the largest tensor
-allowed is a quarter of the whole ``(T_q, T_k)`` score matrix of the case, the elements alive at once half
-of it, so building the matrix, or keeping every chunk's scores, fails.
+decoding step and the bug hunt. ``split_kv_attention`` is also graded with memory bounds, on long caches split
+finely (:func:`split_kv_bound_applies`, as its statement says): the largest tensor allowed is a quarter of the
+whole ``(T_q, T_k)`` score matrix of the case, the elements alive at once half of it, so building the matrix,
+or keeping every chunk's scores, fails.
 """
 
 from __future__ import annotations
@@ -336,6 +337,17 @@ def kv_cache_bytes_cases(seed: int) -> list[Case]:
         Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.float16}, label="float16 (2 bytes)"),
         Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.float64}, label="float64 (8 bytes)"),
         Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.int8}, label="an int8 (quantised) cache: 1 byte"),
+        Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.float8_e4m3fn}, label="a float8_e4m3fn cache: 1 byte"),
+        Case(args=(32, 8, 128, 4096), kwargs={"dtype": torch.uint4},
+             label="a packed 4-bit cache (torch.uint4, itemsize 1): half a byte per value"),
+        Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.int4}, label="torch.int4: 4 bits per value"),
+        Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.float4_e2m1fn_x2},
+             label="torch.float4_e2m1fn_x2 (two 4-bit values per element): 4 bits per value"),
+        Case(args=(4, 2, 64, 10), kwargs={"dtype": torch.int2}, label="torch.int2: 2 bits per value"),
+        Case(args=(1, 1, 1, 1), kwargs={"dtype": torch.uint1},
+             label="torch.uint1, one token: 2 bits round up to 1 byte"),
+        Case(args=(1, 1, 3, 1), kwargs={"dtype": torch.int3},
+             label="torch.int3, d_head=3: 18 bits round up to 3 bytes"),
         Case(args=(80, 8, 128, 1_000_000, 64), label="huge: 80 layers, 1M tokens, batch 64 (no overflow)"),
         Case(args=(32, 8, 128, 0), label="seq_len=0: an empty cache takes 0 bytes"),
         Case(args=(32, 8, 128, -1), raises="ValueError", label="negative seq_len raises ValueError"),
@@ -405,19 +417,47 @@ def split_kv_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
     ]
 
 
-def split_kv_memory_cases(seed: int) -> list[Case]:
-    """Long caches: the largest tensor may be a quarter of one case's (T_q, T_k) scores, half alive at once."""
+def split_kv_bound_applies(T_q: int, T_k: int, d_k: int, d_v: int, n_splits: int) -> bool:
+    """Whether the statement's memory bound applies: a long cache split finely. With ``c = ceil(T_k / n_splits)``
+    keys per chunk: at least 16 chunks (``T_k >= 16 c``: a chunk's scores are at most a sixteenth of the score
+    matrix), chunks of at least ``16 (d_v + 1)`` keys (every chunk's output and log-sum-exp together at most a
+    sixteenth), and ``16 c max(d_k, d_v) <= T_q T_k`` (a chunk of the cache, converted, at most a sixteenth).
+    Elsewhere the partial outputs alone (the chapter's demo: 256 splits of 64 keys, d_v = 64) or one chunk of the
+    cache can outgrow a quarter of the scores, and no bound is graded."""
+    c = -(-T_k // n_splits)
+    return T_k >= 16 * c and c >= 16 * (d_v + 1) and 16 * c * max(d_k, d_v) <= T_q * T_k
+
+
+#: The memory cases: (leading axes, T_q, T_k, d_k = d_v, n_splits, dtype), each on the edge of
+#: :func:`split_kv_bound_applies` (one of its inequalities an equality). Few enough chunks (at most 64) that the
+#: Python objects a correct answer keeps per chunk (its partials in lists, and the meter's own record of each
+#: tensor, about 2 KB a chunk) stay far inside the grader's allowance for allocations outside torch.
+SPLIT_KV_MEMORY_SHAPES = [
+    ((1, 2), 4, 4608, 8, 32, "float32"),  # 32 chunks of 144 = 16 (d_v + 1) keys; 16 c d = T_q T_k
+    ((4,), 1, 5120, 4, 64, "float32"),  # one query (decoding): 64 chunks of 80 = 16 (d_v + 1); 16 c d = T_k
+    ((2,), 8, 2304, 8, 16, "float16"),  # 16 chunks of 144 in float16: the cache must not be converted at once
+]
+
+
+def split_kv_memory_cases(seed: int, dtype: str = "float32") -> list[Case]:
+    """Long caches split finely (:func:`split_kv_bound_applies`), those of :data:`SPLIT_KV_MEMORY_SHAPES` in
+    ``dtype``: the largest tensor may be a quarter of one case's (T_q, T_k) scores, the new tensors alive at once
+    half of them."""
     g = torch.Generator().manual_seed(seed)
     cases = []
-    for batch, T_q, T_k, d, n in [((1, 2), 4, 4096, 8, 64), ((2,), 1, 8192, 8, 128)]:
+    for batch, T_q, T_k, d, n, name in SPLIT_KV_MEMORY_SHAPES:
+        if name != dtype:
+            continue
+        dtype_ = DTYPES[name]
+        assert split_kv_bound_applies(T_q, T_k, d, d, n), (batch, T_q, T_k, d, n)
         full = math.prod(batch) * T_q * T_k
         cases.append(
             Case(
-                args=(_randn(g, *batch, T_q, d), _randn(g, *batch, T_k, d), _randn(g, *batch, T_k, d), n),
+                args=(*_qkv(g, batch, T_q, T_k, d, d, dtype_), n),
                 max_numel=full // 4,
                 max_live=full // 2,
-                label=f"memory: batch {batch}, T_q={T_q}, T_k={T_k}, {n} splits: no tensor above "
-                f"{full // 4:,} elements (a quarter of the score matrix)",
+                label=_tag(f"memory: batch {batch}, T_q={T_q}, T_k={T_k}, d={d}, {n} splits: no tensor above "
+                           f"{full // 4:,} elements (a quarter of the score matrix)", dtype_),
             )
         )
     return cases
@@ -532,9 +572,15 @@ CONTRACT = {
             "float16 (2 bytes)",
             "float64 (8 bytes)",
         ],
-        "any torch dtype, integer caches included": ["an int8 (quantised) cache: 1 byte"],
-        "float8 caches": "not gradable: the grader's wire format carries no float8 dtype; the reference tests "
-        "cover float8_e4m3fn",
+        "any torch dtype, integer caches included": ["an int8 (quantised) cache: 1 byte",
+                                                     "a float8_e4m3fn cache: 1 byte"],
+        "packed sub-byte types count their bits per value (uint1-7, int1-7, float4_e2m1fn_x2, ...), not itemsize": [
+            "a packed 4-bit cache (torch.uint4, itemsize 1): half a byte per value", "torch.int4: 4 bits per value",
+            "torch.float4_e2m1fn_x2 (two 4-bit values per element): 4 bits per value", "torch.int2: 2 bits per value"],
+        "the total is rounded up to whole bytes": ["torch.uint1, one token: 2 bits round up to 1 byte",
+                                                   "torch.int3, d_head=3: 18 bits round up to 3 bytes"],
+        "the scales of a quantised cache are not counted":
+            "not gradable: the function takes no scale layout; the statement says what is left out",
         "returns a Python int, exact for huge caches": ["huge: 80 layers, 1M tokens, batch 64 (no overflow)"],
         "seq_len=0 gives 0": ["seq_len=0: an empty cache takes 0 bytes"],
         "ValueError for a negative count": [
@@ -567,11 +613,19 @@ CONTRACT = {
             "k and v are non-contiguous views (stored transposed)",
             "k and v expanded over 4 heads (stride 0, as a shared kv head)",
         ],
-        "never builds the (T_q, T_k) scores, nor keeps every chunk's scores": ["memory"],
-        "long caches": [
-            "memory: batch (2,), T_q=1, T_k=8192, 128 splits: no tensor above 4,096 elements (a quarter "
+        "on long caches split finely (>= 16 chunks of >= 16 (d_v + 1) keys, a chunk of the cache at most a "
+        "sixteenth of the scores), in every floating dtype: no tensor above a quarter of the score matrix, half "
+        "of it alive at once (never builds the (T_q, T_k) scores, nor keeps every chunk's scores)": ["memory"],
+        "keeping each chunk's output and log-sum-exp is fine there (in lists too)": [
+            "memory: batch (4,), T_q=1, T_k=5120, d=4, 64 splits: no tensor above 5,120 elements (a quarter "
             "of the score matrix)"
         ],
+        "does not copy or convert the whole cache at once": [
+            "memory: batch (2,), T_q=8, T_k=2304, d=8, 16 splits: no tensor above 9,216 elements (a quarter "
+            "of the score matrix) (float16)"
+        ],
+        "no memory bound with fewer or wider chunks":
+            "not gradable: nothing is bounded there (the partial outputs alone can outgrow the fractions)",
         "does not call F.scaled_dot_product_attention": ["ban:torch.nn.functional.scaled_dot_product_attention"],
         "ValueError when n_splits < 1": ["n_splits=0 raises ValueError"],
     },

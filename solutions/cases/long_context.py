@@ -52,6 +52,10 @@ def apply_rope_cases(seed: int, dtype: str = "float32") -> list[Case]:
         Case(args=(x(3, 32), torch.tensor([5, 17, 40])), kwargs={"base": 500000.0},
              label=name + "base=500000 given as keyword (Llama 3's base), d=32"),
         Case(args=(x(5, 4), torch.arange(5), 100.0), label=name + "base=100 given positionally, d=4"),
+        Case(args=(x(4, 64), torch.tensor([1000, 4096, 32767, 32768])),
+             label=name + "long positions up to 32768: float64 angles (float32 ones round by up to 2e-3 rad)"),
+        Case(args=(x(2, 16), torch.tensor([100000, 131071])), kwargs={"base": 500000.0},
+             label=name + "Llama 3's 128k context: positions 100000 and 131071, base=500000"),
     ]
     if dtype != "float32":
         return cases
@@ -266,6 +270,10 @@ def equals_full_sequence_attention(cases: list[Case], outputs: list) -> None:
 
 CONTRACT = {
     "apply_rope": {
+        "the frequencies and the angles in float64 (exact at long positions, where float32 angles are off)": [
+            f"{dt}: {label}" for dt in DTYPES for label in (
+                "long positions up to 32768: float64 angles (float32 ones round by up to 2e-3 rad)",
+                "Llama 3's 128k context: positions 100000 and 131071, base=500000")],
         "rotates each pair (x[2i], x[2i+1]) by positions[t] * base^(-2i/d) (interleaved, RoFormer)":
             ["float32: (T=6, d=8), positions 0..5", "d=2: a single pair rotated by the position itself",
              "d=64, positions up to 800, entries of size ~3"],
@@ -290,9 +298,10 @@ CONTRACT = {
     },
     "alibi_bias": {
         "returns float32 (n_heads, T_q, T_k) = -m_h * |p_i - j|": ["8 heads (a power of two), T_q = T_k = 5"],
-        "slopes 2^(-8h/n), h = 1..n, for n a power of two (head 0 steepest)":
+        "slopes 2^(-8h/n), h = 1..n, in that order, for n a power of two":
             ["1 head: slope 1/2^8", "2 heads: slopes 1/16, 1/256", "16 heads: slopes 2^-0.5 .. 2^-8"],
-        "the paper's rule for other n: slopes of c = 2^floor(log2 n), then every other slope of 2c":
+        "the paper's rule and order for other n: slopes of c = 2^floor(log2 n), then every other slope of 2c "
+        "(head 1 is then not always the steepest)":
             ["3 heads (not a power of two): the paper's rule", "6 heads (not a power of two)",
              "12 heads (not a power of two), as in BLOOM-style configurations", "5 heads (not a power of two)"],
         "bottom-right aligned: query i stands at T_k - T_q + i":

@@ -74,6 +74,11 @@ def padding_mask_cases(seed: int) -> list[Case]:
              label=f"long T={LONG_LENGTHS[1]}, left padding"),
         Case(args=(torch.tensor([1, 2]), 3), kwargs={"side": "center"}, raises="ValueError",
              label="side='center': neither 'right' nor 'left'"),
+        Case(args=(torch.tensor([100, 250, 0], dtype=torch.uint8), 300), kwargs={"side": "left"},
+             label="left padding, uint8 lengths, T=300: T - lengths must not wrap around in uint8"),
+        Case(args=(torch.tensor([100, 5], dtype=torch.int8), 200, "left"),
+             label="left padding, int8 lengths, T=200 (beyond int8's 127)"),
+        Case(args=(torch.tensor([100, 250], dtype=torch.uint8), 300), label="uint8 lengths, T=300, right padding"),
     ]
 
 
@@ -106,6 +111,10 @@ def attention_mask_cases(seed: int) -> list[Case]:
         Case(args=(torch.tensor([250, 300]), LONG_LENGTHS[0], True), label=f"long T={LONG_LENGTHS[0]}, right padding, causal"),
         Case(args=(torch.tensor([1, 2]), 3), kwargs={"side": "top"}, raises="ValueError",
              label="side='top': neither 'right' nor 'left'"),
+        Case(args=(torch.tensor([100, 10], dtype=torch.uint8), 300, True, "left"),
+             label="left padding, causal, uint8 lengths, T=300: T - lengths must not wrap around in uint8"),
+        Case(args=(torch.tensor([120, 3], dtype=torch.int8), 200), kwargs={"side": "left"},
+             label="left padding, int8 lengths, T=200 (beyond int8's 127), not causal"),
     ]
 
 
@@ -352,6 +361,9 @@ CONTRACT = {
              "one sequence of length 1, T=1"],
         "lengths of any integer dtype (int32)":
             ["int32 lengths [2, 3], T=4", "left padding, int32 lengths [1, 3], T=4"],
+        "uint8 and int8 lengths with T beyond their range: T - lengths computed without wrapping around":
+            ["left padding, uint8 lengths, T=300: T - lengths must not wrap around in uint8",
+             "left padding, int8 lengths, T=200 (beyond int8's 127)", "uint8 lengths, T=300, right padding"],
         "any T, thousands included (no fixed-size table)":
             ["long T=5003, four sequences", "long T=600, left padding"],
         "raises ValueError for a side other than 'right' or 'left'": ["side='center': neither 'right' nor 'left'"],
@@ -377,6 +389,9 @@ CONTRACT = {
             ["lengths [3, 5], T=5, causal default (False)", "left padding, not causal: every query sees the real keys",
              "lengths [2, 6, 4], T=6, causal=True as keyword"],
         "lengths of any integer dtype (int32)": ["left padding, causal, int32 lengths"],
+        "uint8 and int8 lengths with T beyond their range: T - lengths computed without wrapping around":
+            ["left padding, causal, uint8 lengths, T=300: T - lengths must not wrap around in uint8",
+             "left padding, int8 lengths, T=200 (beyond int8's 127), not causal"],
         "long sequences (no fixed-size table)":
             ["long T=600, left padding, causal", "long T=300, right padding, causal"],
         "raises ValueError for an unknown side": ["side='top': neither 'right' nor 'left'"],

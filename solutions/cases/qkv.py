@@ -409,6 +409,9 @@ CONTRACT = {
         "any layout (transposed, strided, expanded)": [
             "a non-contiguous x (a strided view)", "a transposed x along dim=0", "an expanded x (stride 0 along the rows)"],
         "must not call torch.softmax or its family (log_softmax included)": ["ban:torch.softmax"],
+        "torch.logsumexp is not in the family (exp(x - logsumexp(x)) is allowed)":
+            "not gradable: nothing bans it, so such an answer is graded by its results (tests/student_code: "
+            "softmax__correct uses it)",
         "a new tensor, x unchanged": ["rows of shape (4, 7), default dim=-1"],
     },
     "scaled_dot_product_attention": {

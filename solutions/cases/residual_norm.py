@@ -249,9 +249,9 @@ def rms_norm_cases(seed: int, dtype: str = "float32") -> list[Case]:
     dt = DTYPES[dtype]
 
     def case(shape: tuple[int, ...], label: str, eps: float | None = None, scale: float = 1.0, shift: float = 0.0,
-             grad: bool = False, layout=None, positional: bool = False) -> Case:
+             grad: bool = False, layout=None, positional: bool = False, w_dtype: torch.dtype | None = None) -> Case:
         x = randn(g, *shape, scale=scale, shift=shift, dtype=dt)
-        w = randn(g, shape[-1], scale=0.5, shift=1.0, dtype=dt)
+        w = randn(g, shape[-1], scale=0.5, shift=1.0, dtype=w_dtype or dt)
         args, kwargs = (x if layout is None else layout(x), w), {}
         if eps is not None:
             args, kwargs = (args + (eps,), {}) if positional else (args, {"eps": eps})
@@ -263,6 +263,8 @@ def rms_norm_cases(seed: int, dtype: str = "float32") -> list[Case]:
             case((2, 3, 16), "half precision: (B=2, T=3, d=16), the result in x's dtype"),
             case((4, 8), "half precision: entries of size ~300, whose squares overflow float16", scale=300.0),
             case((3, 8), "half precision: a mean of 2 (no mean is subtracted)", shift=2.0),
+            case((2, 4, 8), "half precision x with a float32 weight (mixed precision): the result in x's dtype",
+                 scale=30.0, w_dtype=torch.float32),
         ]
     if dtype == "float64":
         return [
@@ -282,6 +284,7 @@ def rms_norm_cases(seed: int, dtype: str = "float32") -> list[Case]:
         Case(args=(torch.zeros(2, 5), randn(g, 5, scale=0.5, shift=1.0)), label="all-zero tokens: the output is 0"),
         case((2, 3, 5), "gradients with respect to x and weight", grad=True),
         case((4, 6), "a non-contiguous x (stride 2 along the features)", layout=non_contiguous),
+        case((3, 8), "a float32 x with a bfloat16 weight: the result in x's dtype", w_dtype=torch.bfloat16),
     ]
 
 
@@ -459,6 +462,8 @@ CONTRACT = {
             [_HALF_BWD + _H16, _HALF_BWD + _B16, _HALF_BWD + " (float64)", "d=6, eps=0.1 by keyword (float64)",
              "tokens of spread 300, whose squared deviations overflow float16; grad_out of scale 300" + _H16],
         "leaves grad_out and x unchanged": ["5 tokens of d=8, a dense grad_out, default eps"],
+        "returns new tensors, not grad_out itself (a single token's dbeta)":
+            "not gradable: the grader compares values, which a returned input has too; the statement says so",
         "no autograd and no built-in norm": ["ban:torch.autograd.grad", "ban:torch.Tensor.backward",
                                              "ban:torch.autograd.backward", "ban:aten.native_layer_norm_backward",
                                              "ban:torch.nn.functional.layer_norm"],
@@ -485,6 +490,13 @@ CONTRACT = {
         "any strides": ["a non-contiguous x (stride 2 along the features)"],
         "returns a new tensor, x unchanged": ["rows of d=8 features, default eps=1e-6"],
         "no built-in norm": ["ban:torch.nn.functional.rms_norm", "ban:torch.nn.functional.layer_norm"],
+        "a weight in another floating dtype than x: the result in x's dtype":
+            ["half precision x with a float32 weight (mixed precision): the result in x's dtype" + _H16,
+             "half precision x with a float32 weight (mixed precision): the result in x's dtype" + _B16,
+             "a float32 x with a bfloat16 weight: the result in x's dtype"],
+        "torch.linalg.vector_norm (a norm, not a normalisation layer) is allowed":
+            "not gradable: nothing bans it, so an answer through it is graded by its results like any other "
+            "(tests/student_code: rms_norm__correct_norm)",
     },
     "FeedForward": {
         "linear2(relu(linear1(x))), state_dict linear1.{weight,bias} (d_ff, d_model), linear2.* (d_model, d_ff)":
@@ -507,6 +519,8 @@ CONTRACT = {
         "gradients flow to the input": ["gradient with respect to the input"],
         "any strides": ["a non-contiguous x (stride 2)", "a transposed x (B and T swapped in memory)"],
         "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
+        "the three linears are its only parameters; parameter-free submodules (nn.SiLU()) are allowed":
+            ["batch of 2, T=5, d_model=8, d_ff=16"],
     },
 }
 

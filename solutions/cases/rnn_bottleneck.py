@@ -20,6 +20,7 @@ every case, the others the cases that matter in that dtype (labels tagged with i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -280,7 +281,19 @@ def attention_pool_cases(seed: int, gradients: bool = False, dtype: str = "float
              mask=_padding_mask(g, 3, 6), layout="strided"),
         case(2, 5, 3, "values with T+1 positions for scores with T: an error", layout="values of another T",
              raises="Exception"),
+        case(3, 6, 2, "NaN scores at the masked positions (any value may stand there)",
+             mask=_padding_mask(g, 3, 6), garbage=float("nan")),
+        case(3, 6, 2, "-inf scores at the masked positions", mask=_padding_mask(g, 3, 6), garbage=float("-inf")),
+        _garbage_values(case(3, 6, 4, "values at the masked positions hold any finite value (1e30 here)",
+                             mask=_padding_mask(g, 3, 6)), 1e30),
     ]
+
+
+def _garbage_values(case: Case, value: float) -> Case:
+    """The case with ``value`` in place of the values at its masked positions (finite: they get weight 0)."""
+    scores, values, mask = case.args
+    values = torch.where(mask.expand_as(scores)[..., None], values, torch.full_like(values, value))
+    return dataclasses.replace(case, args=(scores, values, mask))
 
 
 def pooling_weights_are_distributions(cases: list[Case], outputs: list) -> None:
@@ -381,6 +394,8 @@ def bahdanau_decoder_step_cases(seed: int, gradients: bool = False, dtype: str =
         case(3, 6, 4, 3, 5, 2, "float64: B=3, T=6, padding mask", mask=_padding_mask(g, 3, 6), dtype=f64),
         case(2, 5, 4, 3, 6, 7, "U_a of shape (a, d_h) = (7, 6) does not fit the encoder states: an error",
              layout="U_a transposed", raises="Exception"),
+        case(3, 6, 5, 2, 4, 3, "padding mask, encoder states of the padded positions are huge but finite (1e30)",
+             mask=_padding_mask(g, 3, 6), garbage=1e30),
     ]
 
 
@@ -501,9 +516,15 @@ CONTRACT = {
         "masked positions (mask False) get weight exactly 0, True = may attend":
             ["B=3, T=6, d_v=4, random mask (True = may attend)", "B=2, T=8, d_v=4, mask with every position allowed",
              "a single position: B=1, T=1, d_v=3, mask all True"],
-        "masked scores may hold any value: garbage, +inf":
+        "masked scores may hold any value: garbage, +inf, -inf, NaN":
             ["padding mask: B=4, T=7, d_v=2, scores of the padded positions are garbage up to 2e3",
-             "+inf scores at the masked positions (any value may stand there)"],
+             "+inf scores at the masked positions (any value may stand there)",
+             "-inf scores at the masked positions",
+             "NaN scores at the masked positions (any value may stand there)"],
+        "the values at masked positions may hold any finite value (weight 0 times them is 0)":
+            ["values at the masked positions hold any finite value (1e30 here)"],
+        "masked values that are inf or NaN": "not gradable: the statement excludes them (a weight of 0 times inf "
+                                             "or NaN is NaN)",
         "the mask is (B, T) or broadcastable to it: (T,), (1, T)":
             ["a 1-D mask (T,) shared by the batch", "a mask (1, T) broadcast over the batch"],
         "scores of any size: no overflow":
@@ -533,6 +554,10 @@ CONTRACT = {
              "mask given as keyword mask=..., one row keeps a single position"],
         "c_i = sum_j alpha_ij h_j": ["a single source position: B=1, T=1",
                                      "padding mask, encoder states of the padded positions are garbage (1e3)"],
+        "padded encoder states may hold any finite value (weight 0)":
+            ["padding mask, encoder states of the padded positions are garbage (1e3)",
+             "padding mask, encoder states of the padded positions are huge but finite (1e30)"],
+        "padded encoder states that are inf or NaN": "not gradable: the statement excludes them (0 times inf is NaN)",
         "the context enters the cell: s_i = tanh(y_{i-1} W_y + s_{i-1} W_s + c_i W_c + b)":
             ["B=2, T=5, H=4, d_y=3, d_h=6, a=7, no mask", "float64: B=3, T=6, padding mask"],
         "equal to a loop over the paper's equations (property, float64 oracle)":

@@ -190,6 +190,14 @@ def z_test_cases(seed: int) -> list[Case]:
         _z_case(2, 50, [0.0, 1.0, -0.5, 2.5], "four estimates given as float32",
                 dtype=torch.float32),
         _z_case(8, 1000, [3.0], "alpha=0.01, z=3.0: reject", alpha=0.01),
+        _z_case(8, 1000, [8.4], "alpha=1e-17 (1 - alpha/2 rounds to 1.0), z=8.4 below the critical 8.57: keep",
+                alpha=1e-17),
+        _z_case(8, 1000, [-8.8], "alpha=1e-17, z=-8.8 beyond the critical 8.57: reject", alpha=1e-17),
+        _z_case(16, 200, [9.6], "alpha=1e-20 given positionally, z=9.6 beyond the critical 9.34: reject",
+                alpha=1e-20, positional=True),
+        _z_case(64, 10_000, [-21.0], "alpha=1e-100, z=-21.0 below the critical 21.31: keep", alpha=1e-100),
+        _z_case(64, 10_000, [36.5], "alpha=1e-300, z=36.5 below the critical 37.07: keep", alpha=1e-300),
+        _z_case(64, 10_000, [37.6], "alpha=1e-300, z=37.6 beyond the critical 37.07: reject", alpha=1e-300),
         Case(args=(torch.empty(0, dtype=torch.float64), 4, 100), raises="ValueError",
              label="no estimate (ValueError)"),
         Case(args=(torch.tensor([4.0], dtype=torch.float64), 4, 1), raises="ValueError",
@@ -561,6 +569,16 @@ CONTRACT = {
             "z=+5.2 > 4.89: reject at the default alpha=1e-6", "z=-5.2: a two-sided test rejects below as well",
             "z=4.82, between the one-sided 4.75 and the two-sided 4.89 critical values",
             "alpha=0.05 as keyword, z=1.8 (one-sided 1.645 < z < two-sided 1.96)"],
+        "any alpha in (0, 1), however small (where 1 - alpha/2 rounds to 1.0)": [
+            "alpha=1e-17 (1 - alpha/2 rounds to 1.0), z=8.4 below the critical 8.57: keep",
+            "alpha=1e-17, z=-8.8 beyond the critical 8.57: reject",
+            "alpha=1e-20 given positionally, z=9.6 beyond the critical 9.34: reject",
+            "alpha=1e-100, z=-21.0 below the critical 21.31: keep",
+            "alpha=1e-300, z=36.5 below the critical 37.07: keep",
+            "alpha=1e-300, z=37.6 beyond the critical 37.07: reject"],
+        "the normal approximation's calibration (when the real level is alpha)":
+            "not gradable: it is a property of the test, stated for the student; the function's result is z and "
+            "the decision at the given alpha",
         "alpha is a parameter (positional or keyword), default 1e-6": [
             "alpha=0.05 given positionally, z=-2.1: reject", "alpha=0.01, z=3.0: reject",
             "z=4.82, between the one-sided 4.75 and the two-sided 4.89 critical values"],
@@ -619,5 +637,7 @@ CONTRACT = {
             "ban:aten._softmax_backward_data", "ban:aten._log_softmax_backward_data"],
         "raises ValueError when grad_p's shape differs from p's": ["grad_p of another shape (ValueError)"],
         "returns a new tensor, inputs unchanged": ["one distribution over 5 outcomes"],
+        "grad_p in another dtype than p": "not gradable: the statement gives both one dtype (mixed dtypes are "
+                                          "not graded: type promotion would pick the result's)",
     },
 }

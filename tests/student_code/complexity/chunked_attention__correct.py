@@ -5,6 +5,8 @@ import torch
 
 def chunked_attention(q, k, v, chunk_size, mask=None):
     """Exact attention, chunk_size queries at a time; fully masked rows give zeros."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
+        raise TypeError(f"chunk_size must be an integer, got {chunk_size!r}")
     T_q, T_k = q.shape[-2], k.shape[-2]
     if mask is not None:
         # expand is a view: no memory, but now every chunk can slice its own query rows

@@ -5,6 +5,8 @@ import torch
 
 def chunked_attention(q, k, v, chunk_size, mask=None):
     """Blocks of keys with an online softmax (FlashAttention's trick): also chunk_size x T scores."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
+        raise TypeError(f"chunk_size must be an integer, got {chunk_size!r}")
     T_q, T_k = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1])
     if mask is not None:  # a view with T_k columns, so that every key block can slice its own

@@ -3,6 +3,7 @@ import torch
 
 def attention_mask(lengths, T, causal=False, side="right"):
     """(B, 1, T, T) bool: keys are masked, queries are not; a row left without any key attends to itself."""
+    lengths = lengths.long()  # T - lengths in uint8 or int8 would wrap around for a T past their range
     if side == "right":
         keys = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
     elif side == "left":

@@ -5,7 +5,7 @@ def attention_mask(lengths, T, causal=False, side="right"):
     """(B, 1, T, T) bool: keys are masked, queries are not; a row left without any key attends to itself."""
     if side not in ("right", "left"):
         raise ValueError("side must be 'right' or 'left'")
-    B = lengths.shape[0]
+    B, lengths = lengths.shape[0], lengths.to(torch.int64)
     j = torch.arange(T)
     start = T - lengths if side == "left" else torch.zeros_like(lengths)
     keys = (j[None, :] >= start[:, None]) & (j[None, :] < (start + lengths)[:, None])

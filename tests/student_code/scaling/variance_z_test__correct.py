@@ -10,5 +10,5 @@ def variance_z_test(estimates, d_k, n_samples, alpha=1e-6):
     se = math.sqrt((3 * d * d + 6 * d) / n - d * d * (n - 3) / (n * (n - 1)))
     x = estimates.double()
     z = (x.mean().item() - d) / (se / math.sqrt(x.numel()))
-    critical = NormalDist().inv_cdf(1 - alpha / 2)
+    critical = -NormalDist().inv_cdf(alpha / 2)  # = inv_cdf(1 - alpha / 2), which rounds to 1.0 for tiny alpha
     return z, abs(z) > critical
