@@ -11,6 +11,7 @@ variant computes the right values with a forbidden built-in, so only the ban can
 
 from __future__ import annotations
 
+import ast
 import re
 
 import nbformat
@@ -52,9 +53,19 @@ def run_visible(ch, exercise: str, namespace: dict) -> None:
         exec(compile(split_hidden(source)[0], f"<test_{exercise}>", "exec"), namespace)
 
 
+def probe_definitions(source: str):
+    """The classes, functions and imports of a test cell's visible part: a probe a check targets lives there
+    (chapter 12's GenerationProbe), and its visible asserts need not run for it."""
+    tree = ast.parse(split_hidden(source)[0])
+    tree.body = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.Import, ast.ImportFrom))]
+    return compile(tree, "<test cell definitions>", "exec")
+
+
 def run_hidden(ch, exercise: str, namespace: dict) -> None:
     for source in graded_sources(ch)[exercise]:
         for check in parse_checks(split_hidden(source)[1]):
+            if check.target not in namespace:  # a probe its test cell defines around the exercise
+                exec(probe_definitions(source), namespace)
             run_local(check, namespace[check.target])
 
 

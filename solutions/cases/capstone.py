@@ -212,8 +212,10 @@ def initialised_as_stated(cases: list[Case], outputs: list) -> None:
             params[item[0]] = torch.as_tensor(item[1]).double()
         names = _config_names(L)
         if "lm_head.weight" in params:
-            raise AssertionError(f"{where}: named_parameters() lists lm_head.weight: tie it to tok_emb.weight "
-                                 "(the same Parameter), so the model has one (V, d) matrix, listed once")
+            if "tok_emb.weight" in params:
+                raise AssertionError(f"{where}: named_parameters() lists lm_head.weight and tok_emb.weight: tie "
+                                     "them (the same Parameter), so the model has one (V, d) matrix, listed once")
+            params["tok_emb.weight"] = params.pop("lm_head.weight")  # tied, registered under the head's name first
         missing, extra = sorted(set(names) - set(params)), sorted(set(params) - set(names))
         assert not missing and not extra, \
             f"{where}: parameters should be named as in the table; missing {missing[:4]}, unexpected {extra[:4]}"
@@ -380,6 +382,10 @@ def attention_entropy_cases(seed: int) -> list[Case]:
     sparse = sparse / sparse.sum(-1, keepdim=True)
     empty_rows = torch.ones(4, 4, dtype=torch.bool).tril()
     empty_rows[2] = False  # a query row that may see nothing
+    short = torch.tensor([6, 3])  # sequences of 6 and 3 tokens in windows of 6: 5 rows with >= 2 keys, and 2
+    ragged = (torch.ones(6, 6, dtype=torch.bool).tril()
+              & (torch.arange(6)[None, :, None] < short[:, None, None])
+              & (torch.arange(6)[None, None, :] < short[:, None, None]))[:, None]  # (2, 1, 6, 6)
     return [
         Case(args=(_weights(g, 2, 3, 6, 6, mask=causal), causal), label="causal (6, 6) mask, (B=2, H=3)"),
         Case(args=(_weights(g, 2, 4, 5, 7),), label="no mask: every key counts, T_q=5 < T_k=7"),
@@ -394,6 +400,8 @@ def attention_entropy_cases(seed: int) -> list[Case]:
         Case(args=(_weights(g, 2, 3, 6, 6, mask=causal, dtype=torch.float64), causal), label="float64 weights"),
         Case(args=(_weights(g, 2, 3, 6, 6, mask=causal, dtype=torch.float16), causal),
              label="float16 weights: a float32 result"),
+        Case(args=(_weights(g, 2, 3, 6, 6, mask=ragged), ragged),
+             label="one mean over all rows: 5 rows in one sequence, 2 in the other (causal and padding mask)"),
         Case(args=(_weights(g, 3, 6, 6),), raises="ValueError", label="3-D weights"),
         Case(args=(_weights(g, 1, 2, 4, 4), causal.float()[:4, :4]), raises="ValueError", label="a float mask"),
         Case(args=(_weights(g, 1, 2, 4, 4), torch.ones(3, 4, dtype=torch.bool)), raises="ValueError",
@@ -568,7 +576,8 @@ CONTRACT = {
     },
     "attention_entropy": {
         "(H,): mean over batch and rows of -sum p log p / log n, n allowed keys":
-            ["causal (6, 6) mask, (B=2, H=3)", "peaked weights (scores of size ~8)"],
+            ["causal (6, 6) mask, (B=2, H=3)", "peaked weights (scores of size ~8)",
+             "one mean over all rows: 5 rows in one sequence, 2 in the other (causal and padding mask)"],
         "mask None: every key counts": ["no mask: every key counts, T_q=5 < T_k=7"],
         "the mask broadcasts (padding, per head)": ["a padding mask (B, 1, 1, T_k) broadcast over heads and queries",
                                                      "a mask per head (1, H, T, T)"],
