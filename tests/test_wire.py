@@ -183,3 +183,14 @@ def test_cases_keep_their_layout_and_devices_across_the_wire(tmp_path):
     for x, y in zip(xs, back.args):
         assert torch.equal(x, y) and x.stride() == y.stride() and x.shape == y.shape
     assert back.kwargs["device"] == torch.device("cpu")
+
+
+def test_numpy_scalars_keep_their_type_across_the_wire(tmp_path):
+    """A case with numpy scalar inputs (chapter 8's float32 roofline, numpy integer sizes) is graded on those very
+    types in the sandbox, not on the Python numbers they would otherwise become."""
+    values = [np.float32(1.5), np.float64(2.25), np.int64(7), np.int32(-3), np.uint8(200), np.bool_(True),
+              np.float16(0.5)]
+    wire.write(tmp_path, [Case(args=tuple(values), label="numpy scalars")])
+    (back,) = wire.read(tmp_path)
+    for a, b in zip(values, back.args):
+        assert type(a) is type(b) and a == b, (a, b)

@@ -116,12 +116,12 @@ class Writer:
             return {"$device": str(x)}
         if isinstance(x, torch.Generator):
             return {"$generator": self.array(x.get_state().numpy())}
+        if isinstance(x, (np.integer, np.floating, np.bool_)):  # before float: np.float64 is a float too
+            return {"$npscalar": self.array(np.asarray(x))}  # kept a numpy scalar of its dtype, not a Python number
         if isinstance(x, float):
             return x if math.isfinite(x) else {"$float": repr(x)}
         if x is None or isinstance(x, (bool, int, str)):
             return x
-        if isinstance(x, (np.integer, np.floating, np.bool_)):
-            return self.encode(x.item())
         if isinstance(x, tuple):
             return {"$tuple": [self.encode(v) for v in x]}
         if isinstance(x, list):
@@ -236,6 +236,11 @@ class _Reader:
             return t
         if key == "$ndarray":
             return self.array(x["$ndarray"]).copy()
+        if key == "$npscalar":
+            value = self.array(x["$npscalar"])
+            if value.ndim != 0 or value.dtype.kind not in "biuf":
+                raise WireError("bad numpy scalar")
+            return value[()]
         if key == "$dtype":
             if not isinstance(x["$dtype"], str) or x["$dtype"] not in _ALL_DTYPES:
                 raise WireError(f"unknown dtype {str(x['$dtype'])[:40]!r}")
