@@ -276,9 +276,8 @@ def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
 
 
 @torch.no_grad()
-def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 0.0,
-             top_k: int | None = None, top_p: float | None = None,
-             generator: torch.Generator | None = None) -> torch.Tensor:
+def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
+             top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """``prompt`` ``(B, T)`` followed by ``max_new_tokens`` tokens, ``(B, T + max_new_tokens)``.
 
     The prompt is read once (``model(prompt)``), then each new token once (``model(token, past)``, a

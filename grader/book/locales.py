@@ -418,7 +418,11 @@ def _short(text: str, n: int = 70) -> str:
 
 def compile_catalogs(course: Course, language: str) -> Path:
     """The language's catalogs as ``.mo`` files under ``_build/locales/`` (Sphinx's ``locale_dirs``);
-    fuzzy messages are left out, as gettext does."""
+    fuzzy messages are left out, as gettext does.
+
+    Each ``.po`` is copied beside its ``.mo`` (the ``.mo`` written after it, so it is the newer): Sphinx finds a
+    page's catalog by its ``.po`` and makes the ``.mo`` a dependency of the page, so a page whose translation
+    changed is read again by an incremental build (without the ``.po`` it kept the old translation)."""
     from babel.messages.mofile import write_mo
 
     src = catalogs(course, language)
@@ -429,7 +433,9 @@ def compile_catalogs(course: Course, language: str) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         buf = io.BytesIO()
         write_mo(buf, _read(path), use_fuzzy=False)
-        if not target.is_file() or target.read_bytes() != buf.getvalue():
+        po_copy = target.with_suffix(".po")
+        if not target.is_file() or target.read_bytes() != buf.getvalue() or not po_copy.is_file():
+            po_copy.write_bytes(path.read_bytes())
             target.write_bytes(buf.getvalue())
     return root
 

@@ -108,6 +108,17 @@ def _theme_static(course: Course) -> Path:
     return folder
 
 
+def _sync_static(course: Course, target: Path) -> None:
+    """Copy the book's static files that the site lacks or holds in an older version: an incremental Sphinx
+    build that reads no page copies none, so an edited ``book/_static/course.css`` stayed stale in the site."""
+    source = course.book / "_static"
+    for path in source.rglob("*") if source.is_dir() else []:
+        copy = target / "_static" / path.relative_to(source)
+        if path.is_file() and (not copy.is_file() or copy.read_bytes() != path.read_bytes()):
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+
+
 def site_config(course: Course, staged: Path, *, launch: Launch | None = None, log=print,
                 language: str | None = None) -> Path:
     """Write the configuration this build uses and return its path."""
@@ -191,6 +202,7 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
     )
     if result != 0:
         raise BuildFailed(f"jupyter-book build of {staged} failed ({result}); see the warnings above")
+    _sync_static(course, target)
     book = yaml.safe_load((course.root / "_config.yml").read_text()).get("title", "")
     landing = yaml.safe_load((staged / "_toc.yml").read_text())["root"]
     others = [x for x in locales.LANGUAGES.values() if x is not lang]
