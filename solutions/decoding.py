@@ -77,12 +77,7 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
     Raises:
         ValueError: when ``T_q > T_k``, or ``k`` and ``v`` differ in length, or ``q`` and ``k`` in ``d_k``.
     """
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have one length, got {k.shape[-2]} and {v.shape[-2]}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share d_k, got {q.shape[-1]} and {k.shape[-1]}")
-    mask = bottom_right_causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (T_q, T_k)
-    return _attend(q, k, v, mask)
+    return _causal_over_cache(q, k, v)
 
 
 def decode_step(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
