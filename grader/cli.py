@@ -7,6 +7,7 @@
     grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N|auto] [--timeout S] [--memory GB]
                      [--dry-run] [--db URL] [--workdir DIR]
     grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
+    grader review [--release STUDENT CHAPTER | --keep STUDENT CHAPTER] [--all] [--db URL] [--workdir DIR]
     grader validate PATH.ipynb [--timeout S] [--student]
 
 Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
@@ -220,6 +221,45 @@ def _report(course: Course, args: argparse.Namespace) -> int:
     return 0
 
 
+def _review(course: Course, args: argparse.Namespace) -> int:
+    from .grading import holds
+
+    ws = course.workspace(args.workdir, args.db)
+    if args.db is None and not (ws.folder / "gradebook.db").exists():
+        raise UsageError(f"no gradebook in {ws.folder}: run `grader autograde SUBMITTED_DIR` first")
+    decision = holds.RELEASED if args.release else holds.KEPT if args.keep else None
+    if decision is not None:
+        student, chapter = args.release or args.keep
+        if not any(r.student == student and r.chapter == chapter for r in holds.load(ws.db_url)):
+            raise UsageError(f"nothing of {student}/{chapter} is held for review (see `grader review --all`)")
+        n = holds.decide(ws.db_url, student, chapter, decision)
+        verb = "released: their judged points count" if decision == holds.RELEASED else "kept at 0"
+        print(f"{student}/{chapter}: {n} held test(s) {verb}. Run `grader report` for the new totals and feedback.")
+        return 0
+    rows = holds.load(ws.db_url, pending_only=not args.all)
+    if not rows:
+        print("nothing is held for review" + ("" if args.all else " (decided ones: `grader review --all`)"))
+        return 0
+    by_submission: dict[tuple[str, str], list] = {}
+    for r in rows:
+        by_submission.setdefault((r.student, r.chapter), []).append(r)
+    for (student, chapter), held in by_submission.items():
+        points = sum(r.points for r in held)
+        print(f"== {student}/{chapter}: {points:g} point(s) of {len(held)} test(s) held "
+              f"[{', '.join(sorted({r.decision for r in held}))}]")
+        print(f"   tests: {', '.join(r.grade_id for r in held)}")
+        print(f"   why: {held[0].reason}")
+        for index, source, hits in held[0].cells:
+            print(f"   -- cell {index}: {', '.join(hits)}")
+            lines = source.splitlines()
+            for line in lines[:args.lines]:
+                print(f"      | {line}")
+            if len(lines) > args.lines:
+                print(f"      | ... ({len(lines) - args.lines} more lines)")
+        print(f"   decide: grader review --release {student} {chapter}   |   grader review --keep {student} {chapter}")
+    return 0
+
+
 def _validate(course: Course | None, args: argparse.Namespace) -> int:
     from .student.validate import validate
 
@@ -297,6 +337,18 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--csv", help="where to write the CSV (default _build/grades.csv)")
     t.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback HTML")
     t.set_defaults(func=_report)
+
+    rv = sub.add_parser("review", help="the points held for review: list them, release or keep them")
+    rv.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
+    rv.add_argument("--workdir", help=WORKDIR_HELP)
+    decide = rv.add_mutually_exclusive_group()
+    decide.add_argument("--release", nargs=2, metavar=("STUDENT", "CHAPTER"),
+                        help="the held tests of this submission count as judged")
+    decide.add_argument("--keep", nargs=2, metavar=("STUDENT", "CHAPTER"),
+                        help="the held tests of this submission stay at 0")
+    rv.add_argument("--all", action="store_true", help="list decided holds too")
+    rv.add_argument("--lines", type=int, default=12, help="lines of each flagged cell shown (default 12)")
+    rv.set_defaults(func=_review)
 
     v = sub.add_parser("validate", help="a student's check: run a notebook and its visible tests, per exercise")
     v.add_argument("notebook", metavar="PATH.ipynb")

@@ -42,7 +42,7 @@ COURSE = Course.here()
     ("from operator import attrgetter", "imports operator.attrgetter"),
     ("import functools\nf = functools.reduce(getattr, ['nn', 'functional'], torch)", "passes getattr as a value"),
     ("import pkgutil\nf = pkgutil.resolve_name('torch.softmax')", "imports pkgutil"),
-    ("from unittest import mock\nmock.patch('grader.checks.judge').start()", "imports unittest.mock"),
+    ("from unittest import mock\nmock.patch('grader.checks.judge').start()", "imports unittest"),
     ("get_ipython().run_cell('import gc')", "uses get_ipython"),
     ("%time import gc", "imports gc"),
     ("%%timeit\nimport gc", "imports gc"),
@@ -59,6 +59,26 @@ COURSE = Course.here()
     ("import torch as t\np = t.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)",
      "uses private t.ops.aten._scaled_dot_product_flash_attention_for_cpu"),
     ("p = getattr(torch, '_refs').softmax(x, -1)", "uses getattr(..., '_refs')"),
+    # the allow-list: what is not listed is held (issue 27: "an allow-list, not a deny-list")
+    ("f = open('/proc/self/mem', 'wb')", "uses open"),
+    ("m = memoryview(b'x')", "uses memoryview"),
+    ("def f(x, open=open):\n    return open", "uses open"),  # a default is read in the module's scope
+    ("x = open('f')\nopen = None", "uses open"),  # read before the cell binds it
+    ("import os\nos.fork()", "uses os.fork"),
+    ("import os as o\no.dup2(1, 3)", "uses o.dup2"),
+    ("from os import fork", "imports os.fork"),
+    ("import os\ngetattr(os, 'write')(3, b'x')", "uses getattr(..., 'write')"),
+    ("import sys\nsys.path.insert(0, '/tmp')", "uses sys.path"),
+    ("import pickle", "imports pickle"),
+    ("import antigravity", "imports antigravity"),
+    ("t = torch\nu = t\np = u._refs.softmax(x, -1)", "uses private u._refs"),
+    ("p = [torch][0]._refs.softmax(x, -1)", "uses private (...)._refs"),
+    ("cache._k = 1", "uses private cache._k"),
+    ("f = torch.compile(g)", "uses torch.compile"),
+    ("g = torch.jit.script(f)", "uses torch.jit"),
+    ("f = torch.ops.aten.softmax", "uses torch.ops"),
+    ("d = type(x).__mro__", "uses .__mro__"),
+    ("help(x)", "uses help"),
 ])
 def test_code_that_reaches_into_internals_is_named(source, hit):
     assert hit in tamper.scan_source(source)
@@ -70,6 +90,26 @@ def test_ordinary_exercise_code_is_not_flagged():
     assert tamper.scan_source("class Cache:\n    def __init__(self):\n        self._k = None\n"
                               "w = torch.load('w.pt', weights_only=True)\n%matplotlib inline\n%time y = f(x)") == []
 
+
+
+def test_what_the_allow_list_lets_through():
+    for source in ("def f(open):\n    return open('x')",  # a parameter of the cell's own
+                   "class A:\n    def f(self):\n        return self.blocks[0]._k",
+                   "print(x.__class__.__name__, torch.__version__)\nsuper().__init__()",
+                   "import os, sys\nprint(os.cpu_count(), os.path.join('a', 'b'), sys.version_info)\nsys.exit(0)",
+                   "from torch.nn import functional as G\np = G.softmax(x, -1)\nimport numpy.linalg as la",
+                   "def add(self, other):\n    return self.__add__(other) + x.__rmatmul__(y)"):
+        assert tamper.scan_source(source) == [], source
+    assert tamper.scan_source("v = vars(x)", frozenset({"vars"})) == []  # an earlier cell's own vars
+
+
+def test_a_name_is_the_cells_own_only_after_an_earlier_cell_binds_it():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("f = open('/proc/self/mem', 'wb')  # the builtin: held"),
+        nbformat.v4.new_code_cell("def open(path, mode='r'):\n    return path"),
+        nbformat.v4.new_code_cell("f = open('x')  # the cell above's own open"),
+    ])
+    assert [i for i, _, _ in tamper.findings(nb)] == [0]
 
 @pytest.mark.parametrize("ch", [ch for ch in COURSE.chapters() if student_code(COURSE, ch)], ids=lambda c: c.id)
 def test_no_correct_answer_and_no_released_notebook_is_flagged(ch):

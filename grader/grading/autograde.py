@@ -48,7 +48,7 @@ from ..course import Chapter, Course, GraderError, UsageError, Workspace
 from ..plan import plan
 from ..release import ReleaseFailed, release
 from ..submission import Rejected, printable
-from . import intake, prepared, runs, tamper, verdict, wire
+from . import holds, intake, prepared, runs, tamper, verdict, wire
 from .intake import accept
 from .sandbox import Limits, Zygote
 
@@ -200,6 +200,7 @@ class Outcome:
     verdicts: list = field(default_factory=list)
     notebook: dict | None = None
     fault: str = ""
+    hold: holds.Hold | None = None
 
 
 class _Worker:
@@ -265,19 +266,25 @@ class _Worker:
         stopped = "" if finished.status == "finished" else finished.detail
         _injected("verdict", job.student, attempt)
         verdicts = verdict.decide(kit, the_plan, results, stopped)
+        found = tamper.findings(accepted.notebook, self.course_cells[ch.id], set(kit.tests))
+        hold = None
+        if found:
+            reaches = tamper.describe([f"cell {i}: {', '.join(h[:4])}{' ...' if len(h) > 4 else ''}"
+                                       for i, _, h in found])
+            held = verdict.hold_after(the_plan, verdicts, found)
+            points = sum(v.score for v in verdicts if v.held)
+            hold = holds.Hold(reaches, found, held)
+            reaches = (f"{points:g} point(s) of {len(held)} test(s) held for review (`grader review`): {reaches}"
+                       if held else reaches)
         notebook = verdict.autograded_notebook(kit, accepted.notebook, the_plan, results, verdicts)
         notes = list(accepted.notes)
         if the_plan.restored:
             notes.append(f"test cells restored from the original: {', '.join(the_plan.restored)}")
         if the_plan.given_restored:
             notes.append(f"{len(the_plan.given_restored)} given cell(s) edited or missing: the course's ran instead")
-        if finished.status != "finished":
-            run = runs.Run(job.student, ch.id, "flagged", "; ".join([finished.detail, *notes]))
-        elif reaches := tamper.reason(accepted.notebook, self.course_cells[ch.id], set(kit.tests)):
-            run = runs.Run(job.student, ch.id, "flagged", "; ".join([reaches, *notes]))
-        else:
-            run = runs.Run(job.student, ch.id, "graded", "; ".join(notes))
-        return Outcome(run, verdicts, notebook)
+        flags = ([finished.detail] if finished.status != "finished" else []) + ([reaches] if found else [])
+        run = runs.Run(job.student, ch.id, "flagged" if flags else "graded", "; ".join([*flags, *notes]))
+        return Outcome(run, verdicts, notebook, hold=hold)
 
     def _keep_submitted(self, job: Job, accepted) -> None:
         """Copy the accepted notebook (and timestamp) into nbgrader's ``submitted`` folder. Every folder
@@ -649,4 +656,5 @@ def _store(ws: Workspace, kits: dict, job: Job, out: Outcome, attempt: int, gb=N
         return
     _forget(ws, job.student, job.chapter.id)
     _injected("record", job.student, attempt)
-    verdict.record(ws, kits[job.chapter.id], job.student, out.verdicts, nbformat.from_dict(out.notebook), gb)
+    verdict.record(ws, kits[job.chapter.id], job.student, out.verdicts, nbformat.from_dict(out.notebook), gb,
+                   out.hold)

@@ -43,6 +43,9 @@ from . import wire
 HIDDEN_NOTE = "# (hidden tests ran here)"
 WITHHELD_NOTE = ("[output not shown: this cell ran after the hidden tests had given the notebook their inputs, "
                  "which stay hidden; run the notebook yourself to see it]\n")
+HELD_NOTE = ("[held for review: this test passed, but it ran after a cell of yours that uses what the grader's "
+             "reading does not let through (the reason is with your grade); its points count once your "
+             "instructor has looked at it]\n")
 CUT_NOTE = (f"\n[... output not kept: the autograded notebook shows at most {wire.MAX_OUTPUT_CHARS:,} characters "
             "of the notebook's output]\n")
 
@@ -101,6 +104,7 @@ class CellVerdict:
     score: float
     message: str  # empty when passed
     output: str = ""
+    held: bool = False  # judged, but its points wait for the instructor's review (grader.grading.holds)
 
 
 def decide(kit: Kit, the_plan: Plan, results: wire.Results, stopped: str) -> list[CellVerdict]:
@@ -255,11 +259,15 @@ def _test_cell(test: TestCell, verdict: CellVerdict, shown: _Shown, late: bool =
             cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
         if verdict.message:
             cell.outputs.append(_error(_public(verdict.message)))
+        if verdict.held:
+            cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=HELD_NOTE))
         return cell
     if verdict.output and (text := shown.take(verdict.output)) is not None:
         cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
     if verdict.message:  # the verdict itself, always shown
         cell.outputs.append(_error(verdict.message))
+    if verdict.held:
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=HELD_NOTE))
     return cell
 
 
@@ -277,8 +285,26 @@ def _public(message: str) -> str:
            "notebook yourself to see it)"
 
 
+def hold_after(the_plan: Plan, verdicts: list[CellVerdict], cells: list[tuple[int, str, list[str]]]) -> set[str]:
+    """Mark held the verdicts of the tests that run after the first of ``cells`` (notebook indices the
+    reading could not vouch for; :func:`grader.grading.tamper.findings`) and earned points; return their
+    grade ids. What the process did before that cell ran is evidence, what it did after is not."""
+    if not cells:
+        return set()
+    first = min(i for i, _, _ in cells)
+    starts = [k for k, origin in enumerate(the_plan.origin) if origin is not None and origin >= first]
+    start = starts[0] if starts else 0  # a cell the plan does not show: everything is held
+    after = {c["grade_id"] for k, c in enumerate(the_plan.cells) if c["kind"] == "test" and k > start}
+    held = set()
+    for v in verdicts:
+        if v.grade_id in after and v.score > 0:
+            v.held = True
+            held.add(v.grade_id)
+    return held
+
+
 def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
-           notebook: nbformat.NotebookNode, gb=None) -> None:
+           notebook: nbformat.NotebookNode, gb=None, hold=None) -> None:
     """Write the grades and the autograded notebook; into ``gb``, an open nbgrader ``Gradebook`` of
     ``ws``, when one is given (a class batch keeps one open), else into one opened for this."""
     from nbgrader.api import Gradebook
@@ -291,13 +317,16 @@ def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
     os.replace(tmp, dest / ch.notebook.name)
     if gb is None:
         with Gradebook(ws.db_url) as own:
-            return record_grades(own, kit, student, verdicts)
-    record_grades(gb, kit, student, verdicts)
+            return record_grades(own, kit, student, verdicts, hold)
+    record_grades(gb, kit, student, verdicts, hold)
 
 
-def record_grades(gb, kit: Kit, student: str, verdicts: list[CellVerdict]) -> None:
-    """The verdicts as the submission's auto scores; on any failure the session is rolled back, so an open
-    gradebook stays usable for the next submission."""
+def record_grades(gb, kit: Kit, student: str, verdicts: list[CellVerdict], hold=None) -> None:
+    """The verdicts as the submission's auto scores, and the points ``hold`` (a
+    :class:`grader.grading.holds.Hold`) keeps for review as a manual 0 over them, in one transaction; on any
+    failure the session is rolled back, so an open gradebook stays usable for the next submission."""
+    from . import holds
+
     ch = kit.chapter
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy session warnings, harmless here
@@ -306,10 +335,12 @@ def record_grades(gb, kit: Kit, student: str, verdicts: list[CellVerdict]) -> No
             sub = gb.update_or_create_submission(ch.id, student)
             # the submission's grades, loaded with it: one query, not one per verdict
             grades = {(nb.name, g.name): g for nb in sub.notebooks for g in nb.grades}
+            mine = {}
             for v in verdicts:
                 grade = grades.get((ch.slug, v.grade_id)) or gb.find_grade(v.grade_id, ch.slug, ch.id, student)
                 grade.auto_score = v.score
-                grade.needs_manual_grade = grade.manual_score is not None
+                mine[v.grade_id] = grade
+            holds.apply(gb.db, student, ch.id, mine, {v.grade_id: v.score for v in verdicts}, hold)
             gb.db.commit()
         except BaseException:
             gb.db.rollback()
