@@ -33,7 +33,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def _after_first_test(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
     nb = copy.deepcopy(nb)
-    at = next(i for i, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution"))
+    at = next(i for i, c in enumerate(nb.cells)
+              if nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution"))
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(source))
     return nb
 
