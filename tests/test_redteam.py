@@ -66,14 +66,26 @@ def test_every_red_team_case_gets_its_expected_grade(graded):
         if row is None:
             problems.append(f"{name}: no record")
             continue
-        got = f"{row.score:g} {row.status} ({row.reason})"
+        # the points judged: a flagged cell's later tests are judged and held for review (test_held_for_review...)
+        got = f"{row.score:g} + {row.held:g} held {row.status} ({row.reason})"
         if row.status != want.status:
             problems.append(f"{name} [{want.about}]: expected {want.status}, got {got}")
-        elif want.score is not None and row.score != want.score:
+        elif row.held and row.status != "flagged":
+            problems.append(f"{name} [{want.about}]: points held without a flag, got {got}")
+        elif want.score is not None and row.score + row.held != want.score:
             problems.append(f"{name} [{want.about}]: expected {want.score:g}, got {got}")
         elif want.reason and want.reason not in row.reason:
             problems.append(f"{name} [{want.about}]: expected a reason with {want.reason!r}, got {got}")
     assert not problems, "\n".join(problems) + "\n\n" + log[-4000:]
+
+
+def test_what_the_reading_cannot_vouch_for_earns_nothing_until_reviewed(graded):
+    """Correct answers beside a cell the reading holds: judged in full, earned only once released."""
+    expect, rows, *_ = graded
+    for name in ("rt-correct-locked-cell", "rt-correct-magic-cell", "rt-banned-private-softmax"):
+        row = rows[name]
+        assert row.status == "flagged" and row.held > 0 and row.score + row.held == expect[name].score, row
+    assert rows["rt-correct-locked-cell"].score == 0  # its cell comes before every test
 
 
 def test_the_sandbox_ran_with_full_isolation_here(graded):

@@ -105,7 +105,8 @@ def _ours(course: Course, inbox: Path, ws: Workspace, jobs: int, timeout: float 
                         progress=False)
     seconds = time.perf_counter() - start
     rows = {r.student: r for r in collect(ws)}
-    return seconds, {k: r.score for k, r in rows.items()}, {r.student: r for r in results}
+    # the points judged: earned, and held for review (a flagged cell's later tests) when the reading flags it
+    return seconds, {k: r.score + r.held for k, r in rows.items()}, {r.student: r for r in results}
 
 
 def grading(n: int) -> int:
