@@ -211,7 +211,7 @@ def test_a_notebook_killed_from_outside_is_retried_and_then_recorded_as_error(tm
     assert (rows["ok-a"].status, rows["ok-a"].score) == ("graded", full)
     once = rows["victim-once"]
     # the victims name their process through ctypes, which the tamper reading flags (graded, for review)
-    assert once.status == "flagged" and once.score == full, once
+    assert once.status == "flagged" and once.score + once.held == full, once  # judged in full, held for review
     assert "second attempt" in once.reason and "killed from outside" in once.reason and "ctypes" in once.reason
     twice = rows["victim-twice"]
     assert twice.status == "error" and "killed from outside" in twice.reason and "SIGKILL" in twice.reason

@@ -158,7 +158,8 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         raise ValueError("the red team needs a scratch workdir: its gradebook attack is real")
     attack = ATTACKS["write_gradebook"].format(workdir=workdir)
     put("rt-wrong-gradebook", _insert_after_setup(bad, attack),
-        about="wrong answers + writes to every gradebook it can find", score=0)
+        about="wrong answers + writes to every gradebook it can find", score=0, status="flagged",
+        reason="sqlite3")
     names = list(correct)
     stolen = {ex: wrong[ex] + _steal([ex]) for ex in names}
     put("rt-wrong-read-hidden", _insert_after_setup(samples.fill(released, stolen), _read_hidden(course.root, ch)),
@@ -460,10 +461,12 @@ def build_memory(course: Course, inbox: Path) -> dict[str, Expect]:
                                      "chapter 7: softmax_backward's Jacobians on a thread started before the case"),
         "rt-wrong-memmap-jacobian": (MEMMAP_JACOBIAN, "graded", "",
                                      "chapter 7: softmax_backward's Jacobians in a np.memmap file under /tmp"),
-        "rt-wrong-fork-jacobian": (FORK_JACOBIAN, "flagged", "uses private os._exit",
+        "rt-wrong-fork-jacobian": (FORK_JACOBIAN, "flagged", "uses os.fork",
                                    "chapter 7: softmax_backward's Jacobians in a forked child process"),
-        # the meter's socket closed by the notebook: its metered cases are not measured, so not passed
-        "rt-wrong-meter-closed": ("\nimport os\ntry:\n    os.close(4)\nexcept OSError:\n    pass\n", "graded", "",
+        # the meter's socket closed by the notebook: its metered cases are not measured, so not passed (and
+        # closing a descriptor is not among os's ordinary names: the later tests are held for review too)
+        "rt-wrong-meter-closed": ("\nimport os\ntry:\n    os.close(4)\nexcept OSError:\n    pass\n", "flagged",
+                                  "uses os.close",
                                   "chapter 7: correct answers; a cell closes descriptor 4 (the meter's socket)"),
         "rt-wrong-resize-jacobian": (RESIZE_JACOBIAN, "graded", "",
                                      "chapter 7: softmax_backward's Jacobians in a tensor grown by resize_, "
@@ -589,7 +592,7 @@ def _escapes(course, ch, put, released, good, bad, correct, wrong, points, full,
         "os.chdir(os.path.expanduser('~'))\n")
     put("rt-correct-host-writes", _insert_after_setup(good, writes),
         about="correct answers + writes to the host's /tmp, /var/tmp, /dev/shm, /run/lock, a canary, sockets",
-        score=full)
+        score=full, status="flagged", reason="held for review")
     # namespaces (issue 27, class 9): a user namespace made inside the sandbox (root of its own), and a SysV
     # segment left behind, which outlives the job in the host's IPC namespace. Each answer is broken when the
     # user namespace could be made, so the case keeps its points only where the sandbox refuses it.

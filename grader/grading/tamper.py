@@ -62,7 +62,8 @@ ALLOWED_IMPORTS = ("torch", "numpy", "math", "cmath", "random", "statistics", "f
                    "collections", "dataclasses", "typing", "typing_extensions", "abc", "enum", "copy", "numbers",
                    "fractions", "decimal", "heapq", "bisect", "string", "re", "time", "timeit", "warnings",
                    "contextlib", "operator", "textwrap", "pprint", "json", "datetime", "__future__", "einops",
-                   "matplotlib", "seaborn", "pandas", "scipy", "triton", "threading", "os", "sys", "tqdm")
+                   "matplotlib", "seaborn", "pandas", "scipy", "triton", "threading", "queue", "os", "sys",
+                   "tqdm")
 #: ``os`` and ``sys`` are imported for ordinary things (a core count, the version, ``sys.exit``); these are
 #: those things. The rest of them (``os.fork``, ``os.write``, ``os.dup2``, ``sys.modules``, ``sys.path``)
 #: is held.
