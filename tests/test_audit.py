@@ -26,7 +26,7 @@ REFUSED = {
     "import os\nos.open('/proc/self/mem', os.O_RDONLY)": "memory",
 }
 ALLOWED = [
-    "import torch\nx = torch.randn(3, 4, requires_grad=True)\ntorch.softmax(x, -1).sum().backward()\nprint(x.grad.shape)",
+    "import torch\nx = torch.randn(3, 4, requires_grad=True)\ntorch.softmax(x, -1).sum().backward()\nprint(x.grad)",
     "import typing, collections\nT = typing.TypeVar('T')\nP = collections.namedtuple('P', 'a b')\nprint(P(1, 2))",
     "from dataclasses import dataclass\n@dataclass\nclass B:\n    a: int = 1\nprint(B())",
     "import warnings\nwarnings.warn('a warning')",
