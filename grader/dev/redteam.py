@@ -319,7 +319,9 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
         reason="exited with code 3")
     put("rt-correct-segfault",
         samples.fill(released, {**correct, first: correct[first] + "\nimport ctypes\nctypes.string_at(0)\n"}),
-        about="correct answers + a segmentation fault", score=0, status="flagged", reason="SIGSEGV")
+        # the audit hook refuses ctypes, so no segfault happens; the reading holds every test after the cell
+        about="correct answers + a segmentation fault through ctypes (refused by the audit hook)", score=full,
+        status="flagged", reason="ctypes")
     put("rt-correct-infinite-loop",
         samples.fill(released, {**correct, last: correct[last] + (
             "\nimport signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"

@@ -70,7 +70,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import seccomp
+from . import audit, seccomp  # imported before the walls: the sandbox cannot read the course folder
 from .seccomp import CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID  # one table of the flags
 
 NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
@@ -744,7 +744,7 @@ def _notebook(job: Path, limits: Limits, uid: int, hide: list[Path], full: bool,
     import torch
 
     torch.set_num_threads(max(1, limits.threads))
-    from . import audit, harness
+    from . import harness
 
     audit.install()  # for the rest of this process: no code can remove it (grader/grading/audit.py)
     os.write(ready, READY)  # the walls are up: from here on, how this process ends is the notebook's doing
