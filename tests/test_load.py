@@ -161,8 +161,8 @@ def test_a_grader_exception_is_retried_then_recorded_as_error_and_never_costs_po
     assert table["ok-a"]["score"] == f"{full:g}"
 
 
-KILL_ME = ("import ctypes as _ctypes\n"  # PR_SET_NAME: the test finds the process by this name and kills it
-           "_ctypes.CDLL(None).prctl(15, b'{name}', 0, 0, 0)\n"
+KILL_ME = ("with open('/proc/self/comm', 'w') as _fh:\n"  # its name: the test finds the process by it, kills it
+           "    _fh.write('{name}')\n"
            "import time as _time\n_time.sleep(8)\n")
 
 
@@ -210,9 +210,9 @@ def test_a_notebook_killed_from_outside_is_retried_and_then_recorded_as_error(tm
     rows = {r.student: r for r in collect(ws)}
     assert (rows["ok-a"].status, rows["ok-a"].score) == ("graded", full)
     once = rows["victim-once"]
-    # the victims name their process through ctypes, which the tamper reading flags (graded, for review)
+    # the victims name their process through open(), which the reading holds (judged, held for review)
     assert once.status == "flagged" and once.score + once.held == full, once  # judged in full, held for review
-    assert "second attempt" in once.reason and "killed from outside" in once.reason and "ctypes" in once.reason
+    assert "second attempt" in once.reason and "killed from outside" in once.reason and "uses open" in once.reason
     twice = rows["victim-twice"]
     assert twice.status == "error" and "killed from outside" in twice.reason and "SIGKILL" in twice.reason
 
