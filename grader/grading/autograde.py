@@ -269,8 +269,7 @@ class _Worker:
         found = tamper.findings(accepted.notebook, self.course_cells[ch.id], set(kit.tests))
         hold = None
         if found:
-            reaches = tamper.describe([f"cell {i}: {', '.join(h[:4])}{' ...' if len(h) > 4 else ''}"
-                                       for i, _, h in found])
+            reaches = tamper.describe(tamper.lines(found))
             held = verdict.hold_after(the_plan, verdicts, found)
             points = sum(v.score for v in verdicts if v.held)
             hold = holds.Hold(reaches, found, held)

@@ -411,8 +411,12 @@ def findings(nb: nbformat.NotebookNode, known: set[str] = frozenset(),
 def scan(nb: nbformat.NotebookNode, known: set[str] = frozenset(), tests: set[str] = frozenset()) -> list[str]:
     """One line per cell that uses what the allow-list does not let through, e.g.
     ``cell 4: imports sys, uses .modules``."""
-    return [f"cell {i}: {', '.join(hits[:4])}{' ...' if len(hits) > 4 else ''}"
-            for i, _, hits in findings(nb, known, tests)]
+    return lines(findings(nb, known, tests))
+
+
+def lines(found: list[tuple[int, str, list[str]]]) -> list[str]:
+    """:func:`findings` as one line per cell, its first four hits."""
+    return [f"cell {i}: {', '.join(hits[:4])}{' ...' if len(hits) > 4 else ''}" for i, _, hits in found]
 
 
 def reason(nb: nbformat.NotebookNode, known: set[str] = frozenset(), tests: set[str] = frozenset()) -> str:
