@@ -128,7 +128,7 @@ def test_update_keeps_translations_marks_changes_fuzzy_and_fills_what_has_no_wor
      "never translated: {term}<self-attention>"),
     ("A causal mask hides the future.", "因果掩码遮住未来。", None),
     ("A causal mask hides the future.", "因果遮罩遮住未来。", "names the glossary's 'causal mask'"),
-    ("Read section {ref}`mask-convention`.", "请读 {ref}`掩码约定 <mask-convention>` 一节。", None),
+    ("Read section {ref}`mask-convention`.", "请读{ref}`掩码约定 <mask-convention>`一节。", None),
     ("Links [the paper](https://arxiv.org/abs/1706.03762).", "链接[论文](https://arxiv.org/abs/1706.03762)。", None),
     ("Links [the paper](https://arxiv.org/abs/1706.03762).", "链接[论文](https://arxiv.org/)。", "never translated"),
     ("Learning goals", "Learning goals", "is the English text"),
@@ -138,6 +138,21 @@ def test_update_keeps_translations_marks_changes_fuzzy_and_fills_what_has_no_wor
     # the words of a display equation stay English too: Sphinx drops a translated math block ('::' on the site)
     ("\nm_{ij} = 0 \\text{ if } j \\le i\n", "\nm_{ij} = 0 \\text{ 若 } j \\le i\n", "translates a display equation"),
     ("\nm_{ij} = 0 \\text{ if } j \\le i\n", "\nm_{ij} = 0 \\text{ if } j \\le i\n", None),
+    # a {math} directive's body (or a one-line $$ block) has no newlines around it: LaTeX alone is maths too
+    ("m_{ij} = 0 \\quad \\text{if } j \\le i", "m_{ij} = 0 \\quad \\text{若 } j \\le i",
+     "translates a display equation"),
+    # a chapter is named by its number, not by its whole title dropped into the sentence
+    ("As {doc}`chapter 2 <../ch02_qkv/qkv>` shows.", "正如{doc}`../ch02_qkv/qkv`所示。",
+     "puts chapter 2's whole title into the sentence: write {doc}`第 2 章 <../ch02_qkv/qkv>`"),
+    ("As {doc}`chapter 2 <../ch02_qkv/qkv>` shows.", "正如{doc}`第 2 章 <../ch02_qkv/qkv>`所示。", None),
+    ("See {doc}`ch04_masks/masks`.", "见{doc}`ch04_masks/masks`。", "puts chapter 4's whole title"),
+    # no space between Chinese text and a link whose text is Chinese
+    ("The {doc}`glossary` defines every term.", "{doc}`glossary` 定义了每个术语。", "a space between Chinese text"),
+    ("The {doc}`glossary` defines every term.", "{doc}`glossary`定义了每个术语。", None),
+    ("Checked in {ref}`the appendix <mistakes-qkv>`.", "在 {ref}`附录 <mistakes-qkv>` 中检验过。",
+     "a space between Chinese text"),
+    ("Checked in {ref}`the appendix <mistakes-qkv>`.", "在{ref}`附录 <mistakes-qkv>`中检验过。", None),
+    ("Uses {term}`FlashAttention` here.", "这里用到 {term}`FlashAttention` 的做法。", None),
 ])
 def test_a_translation_keeps_markup_and_follows_the_glossary(msgid, msgstr, wanted):
     problems = locales.check_message(msgid, msgstr, PAIRS)
@@ -161,3 +176,55 @@ def test_glossary_pairs_come_from_the_glossary():
     assert PAIRS["query"][0] == "查询" and PAIRS["key"][0] == "键" and PAIRS["value"][0] == "值"
     assert "FlashAttention" in PAIRS["FlashAttention"]
     assert len(PAIRS) >= 45
+
+
+def _catalog_file(path, messages):
+    catalog = Catalog(locale="zh_CN")
+    for msgid, msgstr in messages:
+        catalog.add(msgid, msgstr)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write(path, catalog)
+
+
+EQUATION = ("\n\\tilde s_{ij} = \\begin{cases} s_{ij} & \\text{if } m_{ij} \\\\ -\\infty & \\text{otherwise} "
+            "\\end{cases}\n")
+
+
+def test_a_translated_display_equation_fails_the_check_by_page_and_message(tmp_path):
+    """The guard of review_zh R1: a display equation whose translation differs from the English (here its
+    \\text{} translated) renders as '::' on the site; `grader locales --check` names the page and the message,
+    and the translator's lint finds it too. The same catalog with the equation left as it is passes."""
+    pot_dir, folder = tmp_path / "pot", tmp_path / "po"
+    messages = [("Masked scores are set to $-\\infty$:", "被屏蔽的分数设为 $-\\infty$："), (EQUATION, EQUATION)]
+    _catalog_file(pot_dir / "ch02_qkv" / "qkv.pot", [(m, "") for m, _ in messages])
+    _catalog_file(folder / "ch02_qkv" / "qkv.po", messages)
+    assert locales.check(COURSE, pot_dir, "zh_CN", folder=folder) == []
+    broken = EQUATION.replace("\\text{if }", "\\text{若 }").replace("\\text{otherwise}", "\\text{否则}")
+    _catalog_file(folder / "ch02_qkv" / "qkv.po", [messages[0], (EQUATION, broken)])
+    problems = locales.check(COURSE, pot_dir, "zh_CN", folder=folder)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"ch02_qkv/qkv.po: {locales._short(EQUATION)}: translates a display equation")
+    assert any("translates a display equation" in p
+               for p in locales.lint_catalog(COURSE, folder / "ch02_qkv" / "qkv.po"))
+
+
+def test_a_recurring_message_has_one_translation(tmp_path):
+    pot_dir, folder = tmp_path / "pot", tmp_path / "po"
+    for page, translation in (("a", "学完本章，你将能够"), ("b", "学完本章，你将能够"), ("c", "学完本章，你能够")):
+        _catalog_file(pot_dir / f"{page}.pot", [("After this chapter you can", "")])
+        _catalog_file(folder / f"{page}.po", [("After this chapter you can", translation)])
+    problems = locales.check(COURSE, pot_dir, "zh_CN", folder=folder)
+    assert len(problems) == 1 and problems[0].startswith("c.po: 'After this chapter you can': translated otherwise")
+
+
+def test_the_real_catalogs_pass_the_guards_on_their_own():
+    """Every catalog of the repository, judged message by message as `--check` judges them (no templates
+    needed, so no site): no translated display equation, no chapter's title dropped into a sentence, no
+    space beside a Chinese link text, nothing else either. And every display equation of the book is there
+    to be judged: a message that starts with a newline or is LaTeX alone."""
+    folder = locales.catalogs(COURSE, "zh_CN")
+    problems = [f"{po.relative_to(folder)}: {p}" for po in sorted(folder.rglob("*.po"))
+                for p in locales.lint_catalog(COURSE, po)]
+    assert not problems, "\n".join(problems[:40])
+    equations = [m for po in folder.rglob("*.po") for m in _read(po) if m.id and locales._display_maths(m.id)]
+    assert len(equations) >= 80 and all(m.string == m.id for m in equations)

@@ -12,7 +12,9 @@ a number, a code span alone) is filled with itself.
 catalog is out of date, or when a translation breaks what must never be translated: code spans, maths,
 citations, cross-references and glued values are kept verbatim, a ``{term}`` keeps its glossary target
 and shows the glossary's Chinese term, and the glossary's terms are translated as the glossary says
-wherever the English names them (:func:`check`).
+wherever the English names them (:func:`check`). It also fails on a translated display equation (it would
+render as '::'), a bare ``{doc}`` that drops a chapter's whole title into a Chinese sentence, a space between
+Chinese text and a Chinese link text, and a message that recurs on several pages translated two ways.
 
 ``grader book`` builds each language's site into ``<site>/<folder>/`` (``_build/site/html/zh/``) from the
 same staged notebooks, so code cells, outputs and figures are shared; the catalogs are compiled under
@@ -191,8 +193,22 @@ def plain_words(text: str) -> str:
     return re.sub(r"<[^>]+>", " ", rest)
 
 
+# LaTeX commands, and the groups of those that hold words ("\\text{if}"), taken out to see whether words remain
+_LATEX_WORDS = re.compile(r"\\(?:text|textrm|mathrm|operatorname|mathbf|mathit|mathsf|mbox)\s*\{[^{}]*\}|\\[A-Za-z]+")
+
+
 def _display_maths(msgid: str) -> bool:
-    return msgid.lstrip().startswith("\\begin") or msgid.startswith("\n")
+    """Display maths, as the catalogs hold it: the body of a ``$$`` block written on its own lines is the message
+    between two newlines ("\\n m_{ij} = ...\\n"); the body of a ```` ```{math} ```` directive or of a one-line
+    ``$$ ... $$`` has no newline around it, and is recognised as LaTeX alone: a command, no inline ``$``, no code,
+    and no run of three words outside ``\\text{...}`` (prose always has one)."""
+    if msgid.startswith("\n") or msgid.lstrip().startswith("\\begin"):
+        return True
+    body = msgid.strip()
+    if not body or "$" in body or "`" in body or not re.search(r"\\[A-Za-z]+", body):
+        return False
+    rest = _LATEX_WORDS.sub(" ", body)
+    return not re.search(r"[A-Za-z]{2,}[\s,;:.]+[A-Za-z]{2,}[\s,;:.]+[A-Za-z]{2,}", rest)
 
 
 def nothing_to_translate(msgid: str) -> bool:
@@ -327,6 +343,8 @@ def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep:
                 "renders as '::' on the site); gloss its words in the sentence before it"]
     if nothing_to_translate(msgid):
         return [] if msgstr == msgid else ["has nothing to translate: the translation must be the message itself"]
+    if _CJK_CHAR.search(msgstr):
+        problems += _link_problems(msgstr)
     want, got = protected(msgid), protected(msgstr)
     missing = [k for k in want if got.count(k) < want.count(k)]
     extra = [k for k in got if want.count(k) < got.count(k)]
@@ -361,6 +379,39 @@ def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep:
     return problems
 
 
+_CHAPTER_DOC = re.compile(r"(?:\.\./)*ch(\d\d)_[\w-]+/[\w-]+")
+_CJK_TEXT = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")  # Han and full-width punctuation
+
+
+def _link_problems(msgstr: str) -> list[str]:
+    """A Chinese sentence's links: a bare ``{doc}`` to a chapter drops the chapter's whole Chinese title into the
+    sentence as if it were a noun phrase ("查询、键和值会解释原因"), so it must say ``{doc}`第 N 章 <target>```;
+    and no space may stand between Chinese text and a link whose text is Chinese at that side ("术语表 定义了").
+    A bare ``{doc}`` shows its page's title, Chinese in the Chinese book."""
+    problems = []
+    for m in _ROLE.finditer(msgstr):
+        name, content = m.group(1), m.group(2)
+        explicit = name in _TEXT_ROLES and "<" in content
+        if name == "doc" and not explicit and _CHAPTER_DOC.fullmatch(content.strip()):
+            target = content.strip()
+            n = int(_CHAPTER_DOC.fullmatch(target).group(1))
+            problems.append(f"{m.group(0)} puts chapter {n}'s whole title into the sentence: write "
+                            f"{{doc}}`第 {n} 章 <{target}>` (or 第 {n} 章“{{doc}}`...`” where the title matters)")
+        if explicit:
+            shown = _role_target(content)[0].strip()
+        elif name == "doc":
+            shown = "标题"
+        else:
+            continue
+        if not shown:
+            continue
+        before, after = msgstr[:m.start()], msgstr[m.end():]
+        if (_CJK_TEXT.match(shown[0]) and re.search(r"\S +$", before) and _CJK_TEXT.match(before.rstrip()[-1])
+                or _CJK_TEXT.match(shown[-1]) and re.match(r" +\S", after) and _CJK_TEXT.match(after.lstrip()[0])):
+            problems.append(f"a space between Chinese text and the Chinese text of the link {m.group(0)}: remove it")
+    return problems
+
+
 def _judge(message, pairs: dict[str, list[str]]) -> list[str]:
     """The problems of one catalog entry: fuzzy, or what :func:`check_message` finds."""
     if message.fuzzy:
@@ -385,6 +436,7 @@ def check(course: Course, pot_dir: Path, language: str = "zh_CN", folder: Path |
     pairs = glossary_pairs(course)
     problems: list[str] = []
     docs = templates(pot_dir)
+    shared: dict[tuple, dict[str, list[str]]] = {}  # a message on several pages: {translation: [pages]}
     for doc, pot in docs.items():
         path = folder / f"{doc}.po"
         if not path.is_file():
@@ -405,9 +457,28 @@ def check(course: Course, pot_dir: Path, language: str = "zh_CN", folder: Path |
                 problems.append(f"{where}: not in the catalog (run `grader locales`)")
                 continue
             problems += [f"{where}: {p}" for p in _judge(got, pairs)]
+            if got.string and not got.fuzzy and not nothing_to_translate(got.id):
+                shared.setdefault((got.context, got.id), {}).setdefault(got.string, []).append(doc)
+    problems += _one_translation_each(shared)
     for path in sorted(folder.rglob("*.po")) if folder.is_dir() else []:
         if path.relative_to(folder).with_suffix("").as_posix() not in docs:
             problems.append(f"{path.relative_to(folder)}: no such page (run `grader locales`)")
+    return problems
+
+
+def _one_translation_each(shared: dict[tuple, dict[str, list[str]]]) -> list[str]:
+    """A message that recurs on several pages (a label: "Learning goals", "you implement", the reference
+    solution's note) has one translation: the pages whose translation is not the most common one are named."""
+    problems = []
+    for (_, msgid), variants in shared.items():
+        if len(variants) < 2:
+            continue
+        usual = max(variants, key=lambda s: len(variants[s]))
+        for string, pages in variants.items():
+            if string != usual:
+                there = ", ".join(variants[usual])
+                problems += [f"{doc}.po: {_short(msgid)}: translated otherwise than on {there} (there "
+                             f"{_short(usual, 120)}): a message that recurs has one translation" for doc in pages]
     return problems
 
 
