@@ -55,6 +55,7 @@ __all__ = [
     "Case",
     "Check",
     "CheckFailed",
+    "failing_cases",
     "NotDeclarative",
     "Outcome",
     "check_close",
@@ -80,7 +81,14 @@ MAX_ITEMS = 100_000
 
 
 class CheckFailed(AssertionError):
-    """A check found a wrong answer. The message is written for the student."""
+    """A check found a wrong answer. The message is written for the student; ``case`` is the label of the
+    case it failed on (empty when the failure is not one case's) and ``kind`` what went wrong there:
+    ``banned``, ``memory``, ``raises`` (should have raised), ``error`` (raised), ``inputs`` (modified them),
+    ``wrong`` (a result not the reference's), ``property`` (a property judge refused it), ``count``."""
+
+    def __init__(self, message: str, case: str = "", kind: str = "wrong"):
+        super().__init__(message)
+        self.case, self.kind = case, kind
 
 
 class NotDeclarative(ValueError):
@@ -898,48 +906,52 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: li
 
     ``expected`` are the reference outputs from :func:`reference_outputs` (computed here when None)."""
     if len(outcomes) != len(cases):
-        raise CheckFailed(f"{check.describe()}: expected {len(cases)} results, got {len(outcomes)}")
+        raise CheckFailed(f"{check.describe()}: expected {len(cases)} results, got {len(outcomes)}", kind="count")
     for case, outcome in zip(cases, outcomes):
         if outcome.banned_calls:
             raise CheckFailed(f"`{check.target}` must not call {', '.join(outcome.banned_calls)} "
-                              "in this exercise: implement it yourself")
+                              "in this exercise: implement it yourself", case.label, "banned")
         if case.max_numel is not None and outcome.error is None:
             if outcome.largest_numel > case.max_numel:
                 raise CheckFailed(f"`{check.target}` created a tensor of {outcome.largest_numel:,} elements "
                                   f"({outcome.largest_op}) on {_where(case.label, '')}; the limit is "
-                                  f"{case.max_numel:,}: work in blocks and never build the whole matrix")
+                                  f"{case.max_numel:,}: work in blocks and never build the whole matrix",
+                                  case.label, "memory")
             if outcome.python_peak > 8 * case.max_numel + PYTHON_ALLOWANCE:
                 raise CheckFailed(f"`{check.target}` allocated {outcome.python_peak:,} bytes outside torch "
                                   f"on {_where(case.label, '')}; the limit is "
-                                  f"{8 * case.max_numel + PYTHON_ALLOWANCE:,}: work in blocks")
+                                  f"{8 * case.max_numel + PYTHON_ALLOWANCE:,}: work in blocks", case.label, "memory")
             allowed = 8 * max(case.max_live or 0, 2 * case.max_numel) + (
                 KERNEL_RSS_ALLOWANCE if outcome.rss_kernel else RSS_ALLOWANCE)
             if outcome.rss_growth < 0:  # fail closed: a bound nobody could measure is not met
                 raise CheckFailed(f"`{check.target}` could not have its memory measured on "
                                   f"{_where(case.label, '')} (no peak-resident-memory reading here), so this "
                                   "memory-bounded case is not passed: the instructor should grade it again on "
-                                  "a Linux machine with /proc/self/clear_refs")
+                                  "a Linux machine with /proc/self/clear_refs", case.label, "memory")
             if outcome.rss_growth > allowed:
                 raise CheckFailed(f"`{check.target}` grew the {'job' if outcome.rss_kernel else 'process'}'s memory "
                                   f"by {outcome.rss_growth:,} bytes "
                                   f"on {_where(case.label, '')}; the limit is {allowed:,} (tensors made on other "
-                                  "threads, numpy arrays and mapped memory count too): work in blocks")
+                                  "threads, numpy arrays and mapped memory count too): work in blocks",
+                                  case.label, "memory")
         if case.max_live is not None and case.max_numel is not None and outcome.error is None:
             if outcome.peak_live > case.max_live:
                 raise CheckFailed(f"`{check.target}` kept {outcome.peak_live:,} elements of new tensors alive at "
                                   f"once on {_where(case.label, '')}; the limit is {case.max_live:,}: free each "
-                                  "block's scores before the next one (do not keep them all)")
+                                  "block's scores before the next one (do not keep them all)", case.label, "memory")
         if case.raises is not None:
             if case.raises not in outcome.error_types:
                 got = outcome.error or "it returned normally"
                 raise CheckFailed(f"`{check.target}` should raise {case.raises} on {_where(case.label, '')} "
-                                  f"({got})")
+                                  f"({got})", case.label, "raises")
             continue
         if outcome.error is not None:
-            raise CheckFailed(f"`{check.target}` raised on {_where(case.label, '')}: {outcome.error}")
+            raise CheckFailed(f"`{check.target}` raised on {_where(case.label, '')}: {outcome.error}",
+                              case.label, "error")
         if compare(_case_inputs_plain(case), outcome.inputs_after, 0.0, 0.0, "input") is not None:
             raise CheckFailed(f"`{check.target}` modified its inputs on {_where(case.label, '')}: "
-                              "functions must return new tensors and leave their arguments unchanged")
+                              "functions must return new tensors and leave their arguments unchanged",
+                              case.label, "inputs")
     returned = [(c, o) for c, o in zip(cases, outcomes) if c.raises is None]
     if check.kind in ("close", "module"):
         if expected is None:
@@ -947,18 +959,45 @@ def judge(check: Check, cases: list[Case], outcomes: list[Outcome], expected: li
         for (case, outcome), exp in zip(returned, expected):
             reason = compare(exp, outcome.output, check.atol, check.rtol)
             if reason:
-                raise CheckFailed(f"`{check.target}` is wrong on {_where(case.label, '')}: {reason}")
+                raise CheckFailed(f"`{check.target}` is wrong on {_where(case.label, '')}: {reason}",
+                                  case.label, "wrong")
     elif check.kind == "property":
         judge_fn = resolve(check.judge)
         try:
             judge_fn([c for c, _ in returned], [from_plain(o.output) for _, o in returned])
         except AssertionError as exc:
-            raise CheckFailed(f"`{check.target}`: {exc}") from None
+            raise CheckFailed(f"`{check.target}`: {exc}", kind="property") from None
         except Exception as exc:  # a malformed output (wrong shape, wrong type) can break a judge
             raise CheckFailed(f"`{check.target}` returned something the check could not use: "
-                              f"{type(exc).__name__}: {exc}") from None
+                              f"{type(exc).__name__}: {exc}", kind="property") from None
     else:
         raise ValueError(f"unknown check kind {check.kind!r}")
+
+
+def failing_cases(check: Check, cases: list[Case], outcomes: list[Outcome],
+                  expected: list[Any] | None = None) -> list[tuple[str, str]]:
+    """Every case ``check`` fails, as ``(label, kind)``, judged one case at a time: the verdict stops at the
+    first problem, the instructor's item analysis wants them all. A property judge that can only judge the
+    cases together gives one ``("", "property")``. ``expected`` as for :func:`judge` (needed for a
+    ``close`` or ``module`` check: without it nothing is judged again and ``[]`` comes back)."""
+    if len(outcomes) != len(cases) or (check.kind in ("close", "module") and expected is None):
+        return []
+    queue = list(expected or [])
+    found = []
+    for case, outcome in zip(cases, outcomes):
+        mine = [queue.pop(0)] if check.kind in ("close", "module") and case.raises is None and queue else []
+        try:
+            judge(check, [case], [outcome], mine if check.kind in ("close", "module") else None)
+        except CheckFailed as exc:
+            found.append((exc.case or case.label, exc.kind))
+        except Exception:  # noqa: BLE001,S112 -- a judge that wants every case at once: judged together below
+            continue
+    if not found and check.kind == "property":
+        try:
+            judge(check, cases, outcomes, expected)
+        except CheckFailed as exc:
+            found.append((exc.case, exc.kind))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -4,9 +4,9 @@
                 [--student-repo URL [--branch B] [--jupyterhub URL]]
     grader locales [--check]
     grader release [CHAPTER ...] [--force]
-    grader autograde SUBMITTED_DIR [--chapter CH ...] [--jobs N] [--shard I/N|auto] [--timeout S] [--memory GB]
-                     [--dry-run] [--db URL] [--workdir DIR]
-    grader report [--csv PATH] [--no-feedback] [--db URL] [--workdir DIR]
+    grader autograde SUBMITTED_DIR [--chapter CH ...] [--student S ...] [--exercise NAME] [--jobs N]
+                     [--shard I/N|auto] [--timeout S] [--memory GB] [--dry-run] [--db URL] [--workdir DIR]
+    grader report [--csv PATH] [--no-feedback] [--html [DIR]] [--db URL] [--workdir DIR]
     grader review [--release STUDENT CHAPTER | --keep STUDENT CHAPTER] [--all] [--db URL] [--workdir DIR]
     grader validate PATH.ipynb [--timeout S] [--student]
 
@@ -118,7 +118,8 @@ def _autograde(course: Course, args: argparse.Namespace) -> int:
     limits = Limits(wall=args.timeout, cpu=int(args.timeout * 2) + 10, memory=int(args.memory * 2**30))
     results = autograde(course, Path(args.submitted), chapters=chapters,
                         workspace=course.workspace(args.workdir, args.db), jobs=args.jobs, timeout=args.timeout,
-                        shard=shard, dry_run=args.dry_run, limits=limits)
+                        shard=shard, dry_run=args.dry_run, limits=limits, students=args.student,
+                        exercise=args.exercise)
     if args.dry_run:
         return 0
     counts = {s: [r for r in results if r.status == s] for s in ("graded", "flagged", "failed", "error")}
@@ -218,6 +219,12 @@ def _report(course: Course, args: argparse.Namespace) -> int:
         print(f"Feedback HTML: {ws.path('feedback')}/<student>/<chapter>/")
         for p in problems:
             print(f"warning: {p}", file=sys.stderr)
+    if args.html is not None:
+        from .grading import insights
+
+        start = time.perf_counter()
+        index = insights.build(course, ws, Path(args.html) if args.html else None)
+        print(f"Report: {index} (and a page per chapter beside it), made in {time.perf_counter() - start:.1f} s")
     return 0
 
 
@@ -318,6 +325,10 @@ def parser() -> argparse.ArgumentParser:
     a = sub.add_parser("autograde", help="grade submissions laid out as <student>/<chapter>/<notebook>.ipynb")
     a.add_argument("submitted", metavar="SUBMITTED_DIR")
     a.add_argument("--chapter", action="append", metavar="CHAPTER", help="only this chapter (repeatable)")
+    a.add_argument("--student", action="append", metavar="STUDENT", help="only this student (repeatable)")
+    a.add_argument("--exercise", metavar="NAME",
+                   help="judge only this exercise's tests again (its name, or a test cell's grade id), e.g. after "
+                        "fixing a hidden test; every other grade stays")
     a.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
     a.add_argument("--workdir", help=WORKDIR_HELP)
     a.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
@@ -336,6 +347,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--workdir", help=WORKDIR_HELP)
     t.add_argument("--csv", help="where to write the CSV (default _build/grades.csv)")
     t.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback HTML")
+    t.add_argument("--html", nargs="?", const="", metavar="DIR",
+                   help="also the instructor's pages: what the class got wrong, per chapter and exercise, and what "
+                        "to review (default DIR: WORKDIR/report)")
     t.set_defaults(func=_report)
 
     rv = sub.add_parser("review", help="the points held for review: list them, release or keep them")

@@ -43,12 +43,12 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from ..cells import grade_ids
+from ..cells import exercises, grade_ids, nbgrader_meta
 from ..course import Chapter, Course, GraderError, UsageError, Workspace
 from ..plan import plan
 from ..release import ReleaseFailed, release
 from ..submission import Rejected, printable
-from . import holds, intake, prepared, runs, tamper, verdict, wire
+from . import holds, intake, items, prepared, runs, tamper, verdict, wire
 from .intake import accept
 from .sandbox import Limits, Zygote
 
@@ -201,6 +201,7 @@ class Outcome:
     notebook: dict | None = None
     fault: str = ""
     hold: holds.Hold | None = None
+    only: set = field(default_factory=set)  # the tests this attempt judged, when not all (``--exercise``)
 
 
 class _Worker:
@@ -211,6 +212,8 @@ class _Worker:
         self.course, self.ws, self.kits = setup["course"], setup["ws"], setup["kits"]
         self.limits, self.hide, self.slot = setup["limits"], setup["hide"], setup["slot"]
         self.source_ids, self.course_cells = setup["source_ids"], setup["course_cells"]
+        # a regrade of some tests only (``--exercise``): their grade ids, and every submission's stored verdicts
+        self.only, self.previous = setup.get("only") or set(), setup.get("previous") or {}
         self.jobs = self.ws.path("sandbox", "jobs")
         self.zygote = zygote
 
@@ -240,6 +243,14 @@ class _Worker:
         self._keep_submitted(job, accepted)
         kit = self.kits[ch.id]
         the_plan = plan(kit, accepted.notebook)
+        before = self.previous.get(job.parts, {})
+        only = self.only & set(kit.tests)
+        if only and not set(kit.tests) - only <= set(before):
+            only = set()  # a test of it was never judged (a first grading): every test is judged now
+        if only:  # the other tests keep their verdicts: their hidden checks need not run again
+            for cell in the_plan.cells:
+                if cell["kind"] == "test" and cell["grade_id"] not in only:
+                    cell["checks"] = []
         # the job's folder: private to root, named at random (never after a student or a chapter)
         folder = Path(tempfile.mkdtemp(prefix="job-", dir=self.jobs))
         try:
@@ -266,6 +277,8 @@ class _Worker:
         stopped = "" if finished.status == "finished" else finished.detail
         _injected("verdict", job.student, attempt)
         verdicts = verdict.decide(kit, the_plan, results, stopped)
+        if only:
+            verdicts = [v if v.grade_id in only else before[v.grade_id].verdict() for v in verdicts]
         found = tamper.findings(accepted.notebook, self.course_cells[ch.id], set(kit.tests))
         hold = None
         if found:
@@ -282,8 +295,9 @@ class _Worker:
         if the_plan.given_restored:
             notes.append(f"{len(the_plan.given_restored)} given cell(s) edited or missing: the course's ran instead")
         flags = ([finished.detail] if finished.status != "finished" else []) + ([reaches] if found else [])
-        run = runs.Run(job.student, ch.id, "flagged" if flags else "graded", "; ".join([*flags, *notes]))
-        return Outcome(run, verdicts, notebook, hold=hold)
+        run = runs.Run(job.student, ch.id, "flagged" if flags else "graded", "; ".join([*flags, *notes]),
+                       peak_memory=finished.peak_rss)
+        return Outcome(run, verdicts, notebook, hold=hold, only=only)
 
     def _keep_submitted(self, job: Job, accepted) -> None:
         """Copy the accepted notebook (and timestamp) into nbgrader's ``submitted`` folder. Every folder
@@ -504,14 +518,29 @@ class _Books:
 def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None = None,
               workspace: Workspace | None = None, jobs: int = 1, timeout: float = 600,
               shard: tuple[int, int] | None = None, dry_run: bool = False, limits: Limits | None = None,
-              log=print, progress: bool = True) -> list[runs.Run]:
-    """Grade every submission under ``submitted``; return one run record per (student, chapter)."""
+              log=print, progress: bool = True, students: list[str] | None = None,
+              exercise: str | None = None) -> list[runs.Run]:
+    """Grade every submission under ``submitted``; return one run record per (student, chapter).
+
+    ``students``: only theirs. ``exercise`` (an exercise's name, ``softmax``, or one of its test cells'
+    grade id, ``test_softmax``): only that exercise's tests are judged again, in the chapters that have it;
+    every other test of a submission graded before keeps its grade, hold and feedback."""
     ws = workspace or course.workspace()
-    found, results = discover(course, submitted, chapters)
-    found = [job for job in found if in_shard(f"{job.student}/{job.chapter.id}", shard)]
-    results = [run for run in results if in_shard(f"{run.student}/{run.chapter}", shard)]
     raws = {ch.id: ch.notebook.read_bytes() for ch in course.chapters()}  # one read: key and kit from it
     sources = {cid: nbformat.reads(raw.decode("utf-8"), as_version=4) for cid, raw in raws.items()}
+    only: set[str] = set()
+    if exercise:
+        chapters, only = _exercise_tests(course, sources, chapters, exercise)
+    found, results = discover(course, submitted, chapters)
+    if students:
+        wanted = set(students)
+        missing = wanted - {job.student for job in found} - {run.student for run in results}
+        if missing:
+            raise UsageError(f"no submission of {', '.join(sorted(missing))} in {submitted}")
+        found = [job for job in found if job.student in wanted]
+        results = [run for run in results if run.student in wanted]
+    found = [job for job in found if in_shard(f"{job.student}/{job.chapter.id}", shard)]
+    results = [run for run in results if in_shard(f"{run.student}/{run.chapter}", shard)]
     source_ids = {cid: grade_ids(nb) for cid, nb in sources.items()}
     course_cells = {cid: tamper.course_cells(nb) for cid, nb in sources.items()}
     if dry_run:
@@ -588,8 +617,13 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     try:
         _release(course, needed, ws)
         kits.update(_prepare(course, needed, ws, raws, sources, log))
+        previous = {}
+        if only:
+            for it in items.load(ws.db_url):
+                if it.chapter in {ch.id for ch in needed}:
+                    previous.setdefault((it.student, it.chapter), {})[it.grade_id] = it
         pool.share({"course": course, "ws": ws, "kits": kits, "limits": limits, "source_ids": source_ids,
-                    "course_cells": course_cells})
+                    "course_cells": course_cells, "only": only, "previous": previous})
         for run in results:
             books.record(run)
             log(f"  {run.student:<16} {run.chapter:<16} failed: {run.reason}")
@@ -632,6 +666,23 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     return results
 
 
+def _exercise_tests(course: Course, sources: dict, chapters: list[Chapter] | None,
+                    name: str) -> tuple[list[Chapter], set[str]]:
+    """The chapters (of ``chapters``, default all) with an exercise ``name`` or a test cell ``name``, and the
+    grade ids of the test cells to judge again."""
+    picked, tests = [], set()
+    for ch in chapters or course.chapters():
+        for ex in exercises(sources[ch.id]):
+            ids = {nbgrader_meta(c)["grade_id"] for c in ex.tests}
+            if name == ex.name or name in ids:
+                picked.append(ch)
+                tests |= ids if name == ex.name else {name}
+    if not picked:
+        raise UsageError(f"no exercise or test cell named {name!r}" + (
+            f" in {', '.join(ch.id for ch in chapters)}" if chapters else ""))
+    return picked, tests
+
+
 def _prepare(course: Course, chapters: list[Chapter], ws: Workspace, raws: dict[str, bytes], sources: dict,
              log) -> dict:
     """Every chapter's kit, once, in this process: from the cache of prepared chapters where it is fresh
@@ -656,4 +707,4 @@ def _store(ws: Workspace, kits: dict, job: Job, out: Outcome, attempt: int, gb=N
     _forget(ws, job.student, job.chapter.id)
     _injected("record", job.student, attempt)
     verdict.record(ws, kits[job.chapter.id], job.student, out.verdicts, nbformat.from_dict(out.notebook), gb,
-                   out.hold)
+                   out.hold, only=out.only)

@@ -23,6 +23,8 @@ runs_table = sa.Table(
     sa.Column("reason", sa.Text, nullable=False, default=""),
     sa.Column("seconds", sa.Float, nullable=False, default=0.0),
     sa.Column("updated", sa.DateTime, nullable=False),
+    # the kernel's peak resident memory of the notebook's processes, bytes (-1: not measured)
+    sa.Column("peak_memory", sa.BigInteger, nullable=False, default=-1),
 )
 
 
@@ -33,6 +35,7 @@ class Run:
     status: str
     reason: str = ""
     seconds: float = 0.0
+    peak_memory: int = -1
 
     def __post_init__(self):
         # a name or a reason can carry a folder name that is not UTF-8 (os.fsdecode's surrogates) or a lone
@@ -43,6 +46,10 @@ class Run:
 def _engine(db_url: str) -> sa.Engine:
     engine = sa.create_engine(db_url)
     _meta.create_all(engine)
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("grader_runs")}
+    if "peak_memory" not in columns:  # a gradebook from before the column: add it, its rows unmeasured
+        with engine.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE grader_runs ADD COLUMN peak_memory BIGINT NOT NULL DEFAULT -1"))
     return engine
 
 
@@ -77,7 +84,8 @@ def _write(engine: sa.Engine, run: Run) -> None:
                                                  runs_table.c.chapter == run.chapter))
         conn.execute(sa.insert(runs_table).values(
             student=run.student, chapter=run.chapter, status=run.status, reason=run.reason,
-            seconds=run.seconds, updated=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)))
+            seconds=run.seconds, peak_memory=int(run.peak_memory),
+            updated=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)))
 
 
 def load(db_url: str) -> dict[tuple[str, str], Run]:
@@ -85,4 +93,5 @@ def load(db_url: str) -> dict[tuple[str, str], Run]:
     with engine.connect() as conn:
         rows = conn.execute(sa.select(runs_table)).all()
     engine.dispose()
-    return {(r.student, r.chapter): Run(r.student, r.chapter, r.status, r.reason, r.seconds) for r in rows}
+    return {(r.student, r.chapter): Run(r.student, r.chapter, r.status, r.reason, r.seconds, r.peak_memory)
+            for r in rows}

@@ -120,6 +120,7 @@ class Finished:
     isolation: str
     results_over: bool = False  # the notebook sent more than wire.MAX_STREAM_BYTES; the rest was dropped
     outside: bool = False  # not the notebook's doing: killed from outside, or the sandbox itself failed
+    peak_rss: int = -1  # bytes: the kernel's largest resident set of the notebook's processes (-1: unknown)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -955,11 +956,12 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             inner = int(line)
     deadline = start + limits.wall
     status = "finished"
-    leader_killed, cpu_seconds = False, 0.0
+    leader_killed, cpu_seconds, peak_rss = False, 0.0, -1
     while True:
         done, wait_status, usage = os.wait4(leader, os.WNOHANG)
         if done:
             cpu_seconds = usage.ru_utime + usage.ru_stime  # the leader's and the notebook's (it waited for it)
+            peak_rss = usage.ru_maxrss * 1024  # the largest of them, the notebook's (KiB on Linux)
             code = os.waitstatus_to_exitcode(wait_status)
             if code < 0:  # the leader itself killed by a signal (from outside: nothing inside can reach it)
                 code, leader_killed = 128 - code, True
@@ -1020,7 +1022,7 @@ def _serve_one(request: dict, uid: int, hide: list[Path], full: bool, isolation:
             outside = True
         status = "finished" if code == 0 else "died"
     return {"status": status, "detail": detail, "seconds": seconds, "isolation": isolation,
-            "results_over": stream.over, "outside": outside}
+            "results_over": stream.over, "outside": outside, "peak_rss": peak_rss}
 
 
 def serve(uid: int, hide: list[Path]) -> None:

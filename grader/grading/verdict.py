@@ -105,6 +105,9 @@ class CellVerdict:
     message: str  # empty when passed
     output: str = ""
     held: bool = False  # judged, but its points wait for the instructor's review (grader.grading.holds)
+    # what failed, for the instructor's item analysis (grader.grading.items): {"kind", "target", "case",
+    # "cases": [[label, kind], ...]}; None when the test passed
+    failure: dict | None = None
 
 
 def decide(kit: Kit, the_plan: Plan, results: wire.Results, stopped: str) -> list[CellVerdict]:
@@ -122,14 +125,16 @@ def decide(kit: Kit, the_plan: Plan, results: wire.Results, stopped: str) -> lis
         cell = results.cells.get(where[grade_id])
         if cell is None:
             why = stopped or results.problem or "the notebook stopped before it"
-            verdicts.append(CellVerdict(grade_id, test.points, 0.0, f"this test did not run: {why}"))
+            verdicts.append(CellVerdict(grade_id, test.points, 0.0, f"this test did not run: {why}",
+                                        failure={"kind": "not run", "target": "", "case": "", "cases": []}))
             continue
         try:
             verdicts.append(_judge_cell(test, cell, where[grade_id], results.metered))
         except Exception as exc:  # noqa: BLE001 -- a judge failure (OverflowError...) costs this cell only
             verdicts.append(CellVerdict(grade_id, test.points, 0.0,
                                         f"the grader could not judge this test's results: {type(exc).__name__}: "
-                                        f"{str(exc)[:300]}", cell.output))
+                                        f"{str(exc)[:300]}", cell.output,
+                                        failure={"kind": "grader", "target": "", "case": "", "cases": []}))
     return verdicts
 
 
@@ -152,6 +157,7 @@ def _metered(case: checks.Case, got: checks.Outcome, record: wire.Metered | None
 def _judge_cell(test: TestCell, cell: wire.CellResult, index: int,
                 metered: dict[tuple[int, int, int], wire.Metered]) -> CellVerdict:
     visible = "" if cell.ok else (cell.error or "the test cell failed")
+    prepared, got = None, []
     try:
         outcomes = cell.decoded()
         if not isinstance(outcomes, list) or len(outcomes) != len(test.checks):
@@ -166,11 +172,29 @@ def _judge_cell(test: TestCell, cell: wire.CellResult, index: int,
             checks.judge(prepared.check, prepared.cases, got, prepared.expected)
     except checks.CheckFailed as exc:
         message = visible or f"CheckFailed: {exc}"
-        return CellVerdict(test.grade_id, test.points, 0.0, message[:2000], cell.output)
+        return CellVerdict(test.grade_id, test.points, 0.0, message[:2000], cell.output,
+                           failure=_failure(exc, prepared, got))
     except (wire.WireError, TypeError, ValueError) as exc:
         return CellVerdict(test.grade_id, test.points, 0.0,
-                           (visible or f"the results of this test could not be read: {exc}")[:2000], cell.output)
+                           (visible or f"the results of this test could not be read: {exc}")[:2000], cell.output,
+                           failure={"kind": "unreadable", "target": "", "case": "", "cases": []})
     return CellVerdict(test.grade_id, test.points, test.points, visible[:2000], cell.output)
+
+
+def _failure(exc: checks.CheckFailed, prepared: PreparedCheck | None, got: list) -> dict:
+    """What the instructor's item analysis keeps of a failed check: the first failure (what the student is
+    shown) and every case of that check that fails, judged one at a time."""
+    target = prepared.check.target if prepared is not None else ""
+    cases = []
+    if prepared is not None:
+        try:
+            cases = checks.failing_cases(prepared.check, prepared.cases, got, prepared.expected)
+        except Exception:  # noqa: BLE001 -- the analysis is a courtesy: the verdict stands without it
+            cases = []
+    if exc.case and (exc.case, exc.kind) not in cases:
+        cases.insert(0, (exc.case, exc.kind))
+    return {"kind": exc.kind, "target": target, "case": exc.case, "cases": [list(c) for c in cases[:50]],
+            "of": len(prepared.cases) if prepared is not None else 0}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -304,7 +328,7 @@ def hold_after(the_plan: Plan, verdicts: list[CellVerdict], cells: list[tuple[in
 
 
 def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
-           notebook: nbformat.NotebookNode, gb=None, hold=None) -> None:
+           notebook: nbformat.NotebookNode, gb=None, hold=None, only: set | None = None) -> None:
     """Write the grades and the autograded notebook; into ``gb``, an open nbgrader ``Gradebook`` of
     ``ws``, when one is given (a class batch keeps one open), else into one opened for this."""
     from nbgrader.api import Gradebook
@@ -315,6 +339,8 @@ def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
     tmp = dest / f".{ch.notebook.name}.tmp"
     nbformat.write(notebook, tmp)
     os.replace(tmp, dest / ch.notebook.name)
+    if only:  # a regrade of some tests: the others' grades, holds and verdicts stay as they are
+        verdicts = [v for v in verdicts if v.grade_id in only]
     if gb is None:
         with Gradebook(ws.db_url) as own:
             return record_grades(own, kit, student, verdicts, hold)
@@ -324,8 +350,9 @@ def record(ws: Workspace, kit: Kit, student: str, verdicts: list[CellVerdict],
 def record_grades(gb, kit: Kit, student: str, verdicts: list[CellVerdict], hold=None) -> None:
     """The verdicts as the submission's auto scores, and the points ``hold`` (a
     :class:`grader.grading.holds.Hold`) keeps for review as a manual 0 over them, in one transaction; on any
-    failure the session is rolled back, so an open gradebook stays usable for the next submission."""
-    from . import holds
+    failure the session is rolled back, so an open gradebook stays usable for the next submission. The
+    verdicts of the test cells not in ``verdicts`` are left as they are."""
+    from . import holds, items
 
     ch = kit.chapter
     with warnings.catch_warnings():
@@ -341,6 +368,7 @@ def record_grades(gb, kit: Kit, student: str, verdicts: list[CellVerdict], hold=
                 grade.auto_score = v.score
                 mine[v.grade_id] = grade
             holds.apply(gb.db, student, ch.id, mine, {v.grade_id: v.score for v in verdicts}, hold)
+            items.store(gb.db, student, ch.id, {g: t.exercise for g, t in kit.tests.items()}, verdicts)
             gb.db.commit()
         except BaseException:
             gb.db.rollback()
