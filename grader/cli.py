@@ -8,6 +8,8 @@
                      [--shard I/N|auto] [--timeout S] [--memory GB] [--dry-run] [--db URL] [--workdir DIR]
     grader report [--csv PATH] [--no-feedback] [--html [DIR]] [--db URL] [--workdir DIR]
     grader review [--release STUDENT CHAPTER | --keep STUDENT CHAPTER] [--all] [--db URL] [--workdir DIR]
+    grader export --lms canvas|moodle [--to PATH] [--id-field id|email|lms_user_id] [--name CH=COLUMN ...]
+                  [--missing TEXT] [--db URL] [--workdir DIR]
     grader validate PATH.ipynb [--timeout S] [--student]
 
 Chapters are named by id (ch02_qkv), slug (qkv) or number (2). Mistakes in the arguments are reported
@@ -228,6 +230,33 @@ def _report(course: Course, args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(course: Course, args: argparse.Namespace) -> int:
+    import json
+
+    from .grading.lms import EXPORTERS
+    from .nbgrader_run import nbgrader
+
+    ws = course.workspace(args.workdir, args.db)
+    if args.db is None and not (ws.folder / "gradebook.db").exists():
+        raise UsageError(f"no gradebook in {ws.folder}: run `grader autograde SUBMITTED_DIR` first")
+    names = {}
+    for item in args.name:
+        chapter, sep, column = item.partition("=")
+        if not sep or not chapter or not column:
+            raise UsageError(f"--name {item!r}: write CHAPTER=COLUMN, e.g. 'ch02_qkv=Chapter 2 (12345)'")
+        names[course.chapter(chapter).id] = column
+    to = Path(args.to).resolve() if args.to else ws.folder / f"{args.lms}-grades.csv"
+    plugin = EXPORTERS[args.lms].rsplit(".", 1)[1]
+    result = nbgrader(course, ["export", f"--exporter={EXPORTERS[args.lms]}", f"--to={to}",
+                               f"--{plugin}.id_field={args.id_field}", f"--{plugin}.missing={args.missing}",
+                               f"--{plugin}.names={json.dumps(names)}"], workspace=ws,
+                      log_file=ws.path("logs") / f"export-{args.lms}.log")
+    if not result.ok:
+        raise GraderError(f"nbgrader export: {result.last_error()}")
+    print(f"{args.lms.capitalize()} import file: {to}")
+    return 0
+
+
 def _review(course: Course, args: argparse.Namespace) -> int:
     from .grading import holds
 
@@ -363,6 +392,18 @@ def parser() -> argparse.ArgumentParser:
     rv.add_argument("--all", action="store_true", help="list decided holds too")
     rv.add_argument("--lines", type=int, default=12, help="lines of each flagged cell shown (default 12)")
     rv.set_defaults(func=_review)
+
+    x = sub.add_parser("export", help="the grades as an LMS import file (nbgrader export with our exporters)")
+    x.add_argument("--lms", choices=["canvas", "moodle"], required=True)
+    x.add_argument("--to", metavar="PATH", help="the file to write (default WORKDIR/<lms>-grades.csv)")
+    x.add_argument("--id-field", choices=["id", "email", "lms_user_id"], default="id",
+                   help="the student field the LMS matches on (default id: nbgrader's student id)")
+    x.add_argument("--name", action="append", metavar="CHAPTER=COLUMN", default=[],
+                   help="the LMS's column name for a chapter, e.g. 'ch02_qkv=Chapter 2 (12345)' (repeatable)")
+    x.add_argument("--missing", default="", help="what a missing or ungraded score is written as (default empty)")
+    x.add_argument("--db", help="gradebook SQLAlchemy URL (default: WORKDIR/gradebook.db)")
+    x.add_argument("--workdir", help=WORKDIR_HELP)
+    x.set_defaults(func=_export)
 
     v = sub.add_parser("validate", help="a student's check: run a notebook and its visible tests, per exercise")
     v.add_argument("notebook", metavar="PATH.ipynb")
