@@ -103,7 +103,7 @@ bench-grading: setup
 STUDENTS ?= 50
 ROUNDS ?= 3
 bench-scale: setup
-	nice $(PY) -m grader.dev.scale --students $(STUDENTS) --repeat $(ROUNDS) --jobs $(JOBS)
+	nice $(PY) -m grader.dev.scale --students $(STUDENTS) --repeat $(ROUNDS) --jobs $(JOBS) --report _build/scale-report
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -4,6 +4,9 @@ known-wrong implementation loses exactly its exercise's points, and broken input
 
 from __future__ import annotations
 
+import csv
+import html
+import json
 import os
 import re
 import shutil
@@ -15,7 +18,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.cells import exercises, solution_regions
+from grader.cells import exercises, nbgrader_meta, solution_regions
 from grader.course import Course
 from grader.dev import samples
 from grader.grading import tamper
@@ -91,8 +94,18 @@ def expected_class(root: Path) -> dict[tuple[str, str], dict]:
 
     ch = CHAPTERS[0]
     released = samples.released(COURSE, ch)
-    correct = samples.fill(released, {ex: v["correct"] for ex, v in samples.student_code(COURSE, ch).items()})
-    full = sum(samples.exercise_points(released).values())
+    variants = samples.student_code(COURSE, ch)
+    points = samples.exercise_points(released)
+    full = sum(points.values())
+    # one mistake shared by three students (the report must show it as one line: test_the_report_...)
+    exercise, wrong = next((ex, v) for ex, vs in sorted(variants.items()) for v in sorted(vs)
+                           if not samples.is_correct(v) and not tamper.scan_source(vs[v]))
+    for i in range(1, 4):
+        put(root, f"t-shared-{i}", ch, samples.fill(released, {**{ex: v["correct"] for ex, v in variants.items()},
+                                                               exercise: variants[exercise][wrong]}))
+        expect[f"t-shared-{i}", ch.id] = {"score": full - points[exercise], "zero": [f"test_{exercise}"],
+                                          "variants": f"{exercise}__{wrong}", "shared": exercise}
+    correct = samples.fill(released, {ex: v["correct"] for ex, v in variants.items()})
     text = nbformat.writes(correct)
     put(root, "t-renamed", ch, correct, name="Copy of notebook (1).ipynb")
     expect["t-renamed", ch.id] = {"score": full, "reason": "named Copy of notebook (1).ipynb"}
@@ -215,6 +228,184 @@ def test_the_feedback_exporter_writes_the_page_nbconverts_own_exporter_writes(gr
         assert str(pages[0]) == str(pages[1]), template
         assert pages[1].find("img", alt=NO_ALT) and pages[1].find("img", alt="a described picture")
     assert 'tabindex="0"' in accessible('<div class="jp-Notebook"><div class="jp-Cell-inputWrapper x">')
+
+
+@pytest.fixture(scope="module")
+def report(graded, tmp_path_factory):
+    """The instructor's pages of the graded class, built once through the CLI."""
+    _, _, ws, _ = graded
+    out = tmp_path_factory.mktemp("report")
+    result = grader_cli("report", "--workdir", str(ws.folder), "--no-feedback", "--html", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"Report: .*index\.html .*made in [\d.]+ s", result.stdout), result.stdout
+    return out, json.loads((out / "summary.json").read_text())
+
+
+def test_the_report_shows_the_numbers_the_gradebook_holds(graded, report):
+    """Every count and score of the pages, recomputed here from nbgrader's gradebook and the run records;
+    the planted shared mistake is one line with its three students, named by a clause of the contract; every
+    flagged or held submission is listed for review; a student's name is escaped in the HTML."""
+    expect, rows, ws, _ = graded
+    out, summary = report
+    assert set(summary) == {ch.id for ch in CHAPTERS}
+    with Gradebook(ws.db_url) as gb:
+        for ch in CHAPTERS:
+            got = summary[ch.id]
+            mine = [r for r in rows.values() if r.chapter == ch.id]
+            counted = [r for r in mine if r.status in ("graded", "flagged")]
+            assert got["counts"]["submissions"] == len(mine)
+            for status in ("graded", "flagged", "failed", "error"):
+                assert got["counts"][status] == sum(r.status == status for r in mine), (ch.id, status)
+            assert got["counts"]["held"] == sum(1 for r in mine if r.held)
+            assert got["scores"] == {r.student: r.score for r in counted}
+            source = nbformat.read(ch.notebook, as_version=4)
+            for ex in exercises(source):
+                ids = [nbgrader_meta(c)["grade_id"] for c in ex.tests]
+                scores = [sum(gb.find_grade(g, ch.slug, ch.id, r.student).auto_score or 0 for g in ids)
+                          for r in counted]
+                assert got["exercises"][ex.name]["graded"] == len(counted)
+                assert got["exercises"][ex.name]["passed"] == sum(s >= ex.points for s in scores), (ch.id, ex.name)
+            review = {r.student for r in mine if r.status == "flagged" or r.held}
+            assert set(got["review"]) == review, ch.id
+            page = (out / f"{ch.id}.html").read_text()
+            for r in mine:
+                assert html.escape(r.student) in page
+    shared = {key for key, want in expect.items() if "shared" in want}
+    (chapter,) = {c for _, c in shared}
+    exercise = expect[next(iter(shared))]["shared"]
+    students = {s for s, _ in shared}
+    lines = [g for g in summary[chapter]["groups"] if students & set(g["students"])]
+    assert len(lines) == 1 and students <= set(lines[0]["students"]), lines
+    assert lines[0]["exercise"] == exercise and lines[0]["clauses"], lines[0]
+    index = (out / "index.html").read_text()
+    assert "Mistakes most students share" in index and all(f"{c.id}.html" in index for c in CHAPTERS)
+    assert "<script" not in index and all("<script" not in (out / f"{c.id}.html").read_text() for c in CHAPTERS)
+
+
+def test_the_report_pages_open_in_a_browser_at_390_and_1280_px(report):
+    """One browser, the overview and every chapter page at a phone's and a laptop's width: no console error,
+    no failed request, every figure loaded, nothing wider than the screen."""
+    from tests.test_browser import chromium
+
+    exe = chromium()
+    if exe is None:
+        pytest.skip("no chromium: `make system-deps` installs Debian's chromium (as root)")
+    from playwright.sync_api import sync_playwright
+
+    out, summary = report
+    pages = ["index.html", *[f"{c}.html" for c in summary]]
+    problems: list[str] = []
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--disable-gpu", "--no-sandbox"])
+        for width in (390, 1280):
+            context = browser.new_context(viewport={"width": width, "height": 900})
+            page = context.new_page()
+            page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("requestfailed", lambda r: errors.append(f"failed: {r.url}"))
+            for name in pages:
+                errors.clear()
+                page.goto((out / name).as_uri(), wait_until="load")
+                page.evaluate("() => Promise.all(Array.from(document.images).map(i => (i.loading = 'eager', "
+                              "i.complete ? 0 : new Promise(ok => { i.onload = i.onerror = ok; }))))")
+                state = page.evaluate("() => ({wide: document.documentElement.scrollWidth - innerWidth, "
+                                      "broken: Array.from(document.images).filter(i => !i.naturalWidth).length, "
+                                      "images: document.images.length})")
+                if errors or state["wide"] > 0 or state["broken"] or not state["images"]:
+                    problems.append(f"{name} at {width} px: {errors} {state}")
+            context.close()
+        browser.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_the_lms_exports_follow_the_canvas_and_moodle_import_layouts(graded, tmp_path):
+    """Canvas: Student, ID, SIS User ID, SIS Login ID, Section, an assignment column per chapter and the
+    Points Possible row; Moodle: the identifying column, First name, Last name, the assignment columns. Every
+    student once, the gradebook's totals, an empty cell where there is no score."""
+    _, rows, ws, _ = graded
+    canvas, moodle = tmp_path / "canvas.csv", tmp_path / "moodle.csv"
+    ch = CHAPTERS[0]
+    for lms, path, extra in (("canvas", canvas, ["--name", f"{ch.id}=Chapter {ch.number} (12345)"]),
+                             ("moodle", moodle, ["--id-field", "email"])):
+        result = grader_cli("export", "--lms", lms, "--workdir", str(ws.folder), "--to", str(path), *extra)
+        assert result.returncode == 0, result.stdout + result.stderr
+    with Gradebook(ws.db_url) as gb:
+        assignments = [a.name for a in gb.assignments]
+        maxima = {a.name: a.max_score for a in gb.assignments}
+        students = sorted({s.id for s in gb.students} | {s for s, _ in rows})  # the failed ones too
+    columns = [f"Chapter {ch.number} (12345)" if a == ch.id else a for a in assignments]
+    table = list(csv.reader(canvas.open()))
+    assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *columns]
+    assert table[1][:5] == ["Points Possible", "", "", "", ""]
+    assert [float(x) for x in table[1][5:]] == [maxima[a] for a in assignments]
+    body = {r[2]: r for r in table[2:]}
+    assert sorted(body) == students
+    for (student, chapter), row in rows.items():
+        if chapter not in assignments:
+            continue
+        cell = body[student][5 + assignments.index(chapter)]
+        if row.status == "error":
+            assert cell == ""
+        else:  # a failed submission scores 0, as in the report
+            assert float(cell) == row.score, (student, chapter, row.status)
+    table = list(csv.reader(moodle.open()))
+    assert table[0] == ["Email address", "First name", "Last name", *assignments]
+    assert len(table) == 1 + len(students)
+
+
+def test_regrading_one_exercise_or_one_student_leaves_every_other_grade(tmp_path):
+    """`--exercise` judges only that exercise's tests again (after a hidden test is fixed: here a grade the
+    old test gave wrongly); every other grade stays, even one that is stale. `--student` grades only theirs."""
+    import sqlalchemy as sa
+
+    from grader.grading import items, runs
+
+    ch = COURSE.chapter("qkv")
+    released = samples.released(COURSE, ch)
+    variants = samples.student_code(COURSE, ch)
+    correct = {ex: v["correct"] for ex, v in variants.items()}
+    exercise, wrong = next((ex, v) for ex, vs in sorted(variants.items()) for v in sorted(vs)
+                           if not samples.is_correct(v) and not tamper.scan_source(vs[v]))
+    other = next(ex for ex in sorted(variants) if ex != exercise)
+    inbox, work = tmp_path / "inbox", tmp_path / "work"
+    put(inbox, "r-right", ch, samples.fill(released, correct))
+    put(inbox, "r-wrong", ch, samples.fill(released, {**correct, exercise: variants[exercise][wrong]}))
+    result = grader_cli("autograde", str(inbox), "--workdir", str(work), "--jobs", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ws = COURSE.workspace(work)
+    test_x, test_o = f"test_{exercise}", f"test_{other}"
+    with Gradebook(ws.db_url) as gb:
+        points = gb.find_grade_cell(test_x, ch.slug, ch.id).max_score
+        assert gb.find_grade(test_x, ch.slug, ch.id, "r-wrong").auto_score == 0
+        gb.find_grade(test_x, ch.slug, ch.id, "r-wrong").auto_score = points  # what the old, broken test gave
+        gb.find_grade(test_o, ch.slug, ch.id, "r-right").auto_score = 0.25  # stale: must stay until regraded
+        gb.db.commit()
+    before = runs.load(ws.db_url)
+
+    result = grader_cli("autograde", str(inbox), "--workdir", str(work), "--exercise", exercise)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with Gradebook(ws.db_url) as gb:
+        assert gb.find_grade(test_x, ch.slug, ch.id, "r-wrong").auto_score == 0  # judged again
+        assert gb.find_grade(test_x, ch.slug, ch.id, "r-right").auto_score == points
+        assert gb.find_grade(test_o, ch.slug, ch.id, "r-right").auto_score == 0.25  # not judged again
+    kept = {it.grade_id: it for it in items.load(ws.db_url, ch.id, "r-wrong")}
+    assert kept[test_x].kind and kept[test_x].cases and not kept[test_o].kind
+
+    stamp = {k: v for k, v in sa.create_engine(ws.db_url).connect().execute(
+        sa.select(runs.runs_table.c.student, runs.runs_table.c.updated)).all()}
+    result = grader_cli("autograde", str(inbox), "--workdir", str(work), "--student", "r-right")
+    assert result.returncode == 0, result.stdout + result.stderr
+    with Gradebook(ws.db_url) as gb:
+        assert gb.find_grade(test_o, ch.slug, ch.id, "r-right").auto_score > 0.25
+    after = {k: v for k, v in sa.create_engine(ws.db_url).connect().execute(
+        sa.select(runs.runs_table.c.student, runs.runs_table.c.updated)).all()}
+    assert after["r-wrong"] == stamp["r-wrong"] and after["r-right"] > stamp["r-right"]
+    assert set(before) == set(runs.load(ws.db_url))
+    bad = grader_cli("autograde", str(inbox), "--workdir", str(work), "--exercise", "no_such_thing")
+    assert bad.returncode == 2 and "no exercise or test cell named 'no_such_thing'" in bad.stderr
+    bad = grader_cli("autograde", str(inbox), "--workdir", str(work), "--student", "nobody")
+    assert bad.returncode == 2 and "no submission of nobody" in bad.stderr
 
 
 def test_a_submission_that_never_finishes_is_stopped_and_recorded(tmp_path):

@@ -2,14 +2,16 @@
 
 Lays out a class of ``--students`` students, each handing in every chapter that has bundled student code,
 correct and wrong samples mixed (:mod:`grader.dev.samples`: for student ``i`` and a chapter, the correct
-answers, the untouched release, or one wrong variant of one exercise, in turn), and grades the whole
+answers, the untouched release, or one wrong variant of one exercise, in turn; one flagged submission per
+chapter, which reads a file, and two stopped at the time limit), and grades the whole
 class ``--repeat`` times through :func:`grader.grading.autograde.autograde`, each time into a fresh
 workspace, to shake out races. For every round it prints the notebooks per second, the peak resident
 memory of every kind of process (the grader, its workers, the sandbox zygotes, the notebooks: sampled
 every 0.2 s, so a short-lived notebook's peak is a lower bound), the counts per status and the grader
 errors; then it checks that every submission got the score its content earns and that identical
 submissions got identical scores in every round. Exit status 1 when there was a grader error or a score
-differed. Run it with ``nice`` on a shared machine.
+differed. ``--report DIR`` also builds the instructor's pages of the last round (``grader report --html``)
+and prints the time they took. Run it with ``nice`` on a shared machine.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ import threading
 import time
 from pathlib import Path
 
+import nbformat
 import psutil
 
 from ..course import Course
 from ..grading.autograde import ERROR, autograde
 from ..grading.report import collect
 from . import samples
+
+STOPPED_IN = (2, 3)  # the chapters where one student's notebook runs into the time limit
 
 
 def build_class(course: Course, inbox: Path, students: int) -> tuple[dict, dict]:
@@ -49,14 +54,27 @@ def build_class(course: Course, inbox: Path, students: int) -> tuple[dict, dict]
                 if name != "correct":
                     score = sum(points.values()) - (0.0 if samples.is_correct(name) else points[ex])
                     pool.append((f"{ex}__{name}", samples.fill(released, {**correct, ex: by_name[name]}), score))
-        # every third student correct, every fifth the stub, the others a wrong (or other right) variant
+        # one who reads a file (the reading flags it: its later tests are judged and held for review) and one
+        # whose last cell never ends (stopped at the time limit: the tests before it count)
+        flagged = samples.fill(released, correct)
+        flagged.cells.insert(1, nbformat.v4.new_code_cell("notes = open('/etc/hostname').read()"))
+        pool.append(("flagged", flagged, sum(points.values())))
+        stopped = samples.fill(released, correct)
+        stopped.cells.append(nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(1)"))
+        pool.append(("stopped", stopped, sum(points.values())))
+        # every third student correct, every fifth the stub, student 4 flagged, student 7 stopped in two
+        # chapters, the others a wrong (or other right) variant
         for i in range(students):
             if i % 3 == 0:
                 key, nb, score = pool[0]
             elif i % 5 == 1:
                 key, nb, score = pool[1]
+            elif i == 4:
+                key, nb, score = pool[-2]
+            elif i == 7 and ch.number in STOPPED_IN:
+                key, nb, score = pool[-1]
             else:
-                key, nb, score = pool[2 + (i * 7 + ch.number) % (len(pool) - 2)]
+                key, nb, score = pool[2 + (i * 7 + ch.number) % (len(pool) - 4)]
             samples.hand_in(inbox, f"s{i:03d}", ch, nb)
             content[f"s{i:03d}", ch.id] = (ch.id, key)
             expected[ch.id, key] = score
@@ -124,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--students", type=int, default=50)
     p.add_argument("--repeat", type=int, default=3, help="grade the whole class this many times")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--timeout", type=float, default=60, help="each notebook's time limit (the stopped ones use it)")
+    p.add_argument("--report", metavar="DIR", help="build the instructor's pages of the last round into DIR")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = p.parse_args(argv)
     course = Course.here()
@@ -159,12 +178,20 @@ def main(argv: list[str] | None = None) -> int:
             key = content.get((row.student, row.chapter))
             if key is None:
                 continue
-            scores_seen.setdefault(key, set()).add(row.score)
-            if row.score != expected[key]:
+            judged = row.score + row.held  # held points are judged, and wait for the instructor
+            scores_seen.setdefault(key, set()).add(judged)
+            if judged != expected[key]:
                 bad += 1
                 print(f"      {row.student} {row.chapter} ({key[1]}): score {row.score:g}, expected "
                       f"{expected[key]:g} ({row.status}: {row.reason[:120]})")
-        shutil.rmtree(ws.folder, ignore_errors=True)
+        if args.report and round_ == args.repeat:
+            from ..grading import insights
+
+            start = time.perf_counter()
+            index = insights.build(course, ws, Path(args.report).resolve())
+            print(f"      the instructor's report of this round: {time.perf_counter() - start:.1f} s to build, {index}")
+        else:
+            shutil.rmtree(ws.folder, ignore_errors=True)
     differing = {k: v for k, v in scores_seen.items() if len(v) > 1}
     for (chapter, key), values in sorted(differing.items()):
         print(f"      identical submissions, different scores: {chapter} {key}: {sorted(values)}")

@@ -207,7 +207,8 @@ pre { background: var(--card); border: 1px solid var(--line); padding: 8px; over
 img.plot { max-width: 100%; height: auto; display: block; margin: 8px 0; }
 .bad { color: var(--bad); } .warn { color: var(--warn); } .good { color: var(--good); }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; margin: 8px 0; }
-nav a { margin-right: 12px; white-space: nowrap; } .wrap { overflow-wrap: anywhere; }
+nav { display: flex; flex-wrap: wrap; gap: 4px 12px; padding: 8px 0; } nav a { white-space: nowrap; }
+.wrap { overflow-wrap: anywhere; }
 """
 
 
@@ -390,7 +391,8 @@ def build(course: Course, ws: Workspace, out: Path | None = None) -> Path:
     for key, alt in (("scores", "Box plot of the score, in per cent of the chapter's points, per chapter"),
                      ("pass-rates", "Bar chart of each exercise's pass rate")):
         if key in figures:
-            body.append(f'<img class="plot" src="{figures[key]}" alt="{_e(alt)}" loading="lazy">')
+            body.append(f'<a href="{figures[key]}"><img class="plot" src="{figures[key]}" alt="{_e(alt)}" '
+                        f'loading="lazy"></a>')
     body.append("<h2>Mistakes most students share</h2>")
     every = sorted((g for c in stats for g in c.groups), key=lambda g: -len(g.students))
     body.append(_groups_table(every, ws, out, chapters, limit=15, show_chapter=True))
@@ -433,8 +435,9 @@ def build(course: Course, ws: Workspace, out: Path | None = None) -> Path:
                 f"flagged ({c.counts['stopped']} stopped), {c.counts['failed']} failed, {c.counts['error']} grader "
                 f"error(s); {c.counts['held']} with points held for review. Maximum {_fmt(c.max_score)} points.</p>"]
         if c.chapter.id in figures:
-            page.append(f'<img class="plot" src="{figures[c.chapter.id]}" alt="Histogram of the chapter scores and '
-                        f'box plots of every exercise\'s score" loading="lazy">')
+            page.append(f'<a href="{figures[c.chapter.id]}"><img class="plot" src="{figures[c.chapter.id]}" '
+                        f'alt="Histogram of the chapter scores and box plots of every exercise\'s score" '
+                        f'loading="lazy"></a>')
         page.append("<h2>Exercises</h2>")
         page.append(_table(["exercise", "points", "graded", "full marks", "pass rate", "mean"],
                            [[f'<a href="#ex-{_e(ex.name)}"><code>{_e(ex.name)}</code></a>', _fmt(ex.points),

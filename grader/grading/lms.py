@@ -21,8 +21,9 @@ nbgrader's student table; ``nbgrader db student import`` fills them from a CSV).
   assignment; on import, map "Identify user by" from that column to the same field, and each assignment
   column to its grade item.
 
-Scores are the gradebook's totals (held points count once released, ``grader review``). A student with no
-submission, or whose grading hit a grader error (no score: it needs the instructor), gets an empty cell,
+Scores are the gradebook's totals (held points count once released, ``grader review``); a failed submission
+(an unreadable file) is 0, as in ``grader report``. A student with no submission, or whose grading hit a
+grader error (no score: it needs the instructor), gets an empty cell,
 which both LMSs leave unchanged, unless ``missing`` says what to write instead (``0``).
 """
 
@@ -56,17 +57,24 @@ class _LmsExporter(ExportPlugin):
             unknown = sorted(set(wanted) - {a.name for a in assignments})
             raise ValueError(f"no such assignment in the gradebook: {', '.join(unknown)}")
         picked = [str(s) for s in self.student]
-        students = [s for s in gradebook.students if not picked or s.id in picked]
-        errors = {key for key, run in _runs(gradebook).items() if run.status == "error"}
+        recorded = _runs(gradebook)
+        known = {s.id: s for s in gradebook.students}
+        # a submission that could not be graded (a corrupt file: failed, score 0) has a run record only
+        for student, _ in recorded:
+            known.setdefault(student, _Unlisted(student))
+        students = [known[k] for k in sorted(known) if not picked or k in picked]
         rows = []
         for s in students:
             if not getattr(s, self.id_field, None):
                 self.log.warning("student %s has no %s: the LMS cannot match the row", s.id, self.id_field)
             scores = {}
             for a in assignments:
+                run = recorded.get((s.id, a.name))
+                if run is not None and run.status in ("error", "failed"):
+                    scores[a.name] = None if run.status == "error" else 0.0  # error: no score, the instructor's
+                    continue
                 try:
-                    sub = gradebook.find_submission(a.name, s.id)
-                    scores[a.name] = None if (s.id, a.name) in errors else float(sub.score)
+                    scores[a.name] = float(gradebook.find_submission(a.name, s.id).score)
                 except MissingEntry:
                     scores[a.name] = None
             rows.append((s, scores))
@@ -89,6 +97,13 @@ def _runs(gradebook: Gradebook) -> dict:
         return runs.load(gradebook.db_url)
     except Exception:  # noqa: BLE001 -- a plain nbgrader gradebook: no run records, no grader errors
         return {}
+
+
+class _Unlisted:
+    """A student the gradebook does not list (every submission failed before grading): the id only."""
+
+    def __init__(self, student: str):
+        self.id, self.first_name, self.last_name, self.email, self.lms_user_id = student, "", "", "", ""
 
 
 def _name(s) -> str:
