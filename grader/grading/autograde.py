@@ -616,6 +616,7 @@ def autograde(course: Course, submitted: Path, *, chapters: list[Chapter] | None
     books = _Books(ws)
     try:
         _release(course, needed, ws)
+        items.prepare(ws.db_url)  # before any transaction needs it (one made inside one would wait on SQLite)
         kits.update(_prepare(course, needed, ws, raws, sources, log))
         previous = {}
         if only:

@@ -393,8 +393,9 @@ def build(course: Course, ws: Workspace, out: Path | None = None) -> Path:
         if key in figures:
             body.append(f'<a href="{figures[key]}"><img class="plot" src="{figures[key]}" alt="{_e(alt)}" '
                         f'loading="lazy"></a>')
-    body.append("<h2>Mistakes most students share</h2>")
-    every = sorted((g for c in stats for g in c.groups), key=lambda g: -len(g.students))
+    body.append("<h2>Mistakes most students share</h2><p class=muted>Exercises left as released (not attempted) "
+                "are counted on the chapters' pages, not here.</p>")
+    every = sorted((g for c in stats for g in c.groups if g.kind != "not attempted"), key=lambda g: -len(g.students))
     body.append(_groups_table(every, ws, out, chapters, limit=15, show_chapter=True))
     body.append("<h2>Needs a person</h2>")
     attention = []
@@ -445,8 +446,10 @@ def build(course: Course, ws: Workspace, out: Path | None = None) -> Path:
                             for ex in c.exercises.values()], {1, 2, 3, 4, 5}))
         for ex in c.exercises.values():
             mine = [g for g in c.groups if g.exercise == ex.name]
+            skipped = sum(len(g.students) for g in mine if g.kind == "not attempted")
+            mistakes = [g for g in mine if g.kind != "not attempted"]
             page.append(f'<h3 id="ex-{_e(ex.name)}"><code>{_e(ex.name)}</code>: {_pct(ex.pass_rate)} full marks, '
-                        f'{len(mine)} distinct failure(s)</h3>')
+                        f'{len(mistakes)} distinct failure(s), {skipped} not attempted</h3>')
             page.append(_groups_table(mine, ws, out, chapters))
         page.append("<h2>Hidden cases that fail most often</h2>")
         page.append(_table(["students", "exercise", "case", "clauses of the statement"],

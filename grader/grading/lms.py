@@ -94,7 +94,7 @@ class _LmsExporter(ExportPlugin):
 
 def _runs(gradebook: Gradebook) -> dict:
     try:
-        return runs.load(gradebook.db_url)
+        return runs.load(gradebook.engine.url.render_as_string(hide_password=False))
     except Exception:  # noqa: BLE001 -- a plain nbgrader gradebook: no run records, no grader errors
         return {}
 

@@ -48,8 +48,12 @@ def _engine(db_url: str) -> sa.Engine:
     _meta.create_all(engine)
     columns = {c["name"] for c in sa.inspect(engine).get_columns("grader_runs")}
     if "peak_memory" not in columns:  # a gradebook from before the column: add it, its rows unmeasured
-        with engine.begin() as conn:
-            conn.execute(sa.text("ALTER TABLE grader_runs ADD COLUMN peak_memory BIGINT NOT NULL DEFAULT -1"))
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.text("ALTER TABLE grader_runs ADD COLUMN peak_memory BIGINT NOT NULL DEFAULT -1"))
+        except sa.exc.DBAPIError:  # another machine of a sharded run added it at the same moment
+            if "peak_memory" not in {c["name"] for c in sa.inspect(engine).get_columns("grader_runs")}:
+                raise
     return engine
 
 
