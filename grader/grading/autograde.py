@@ -278,7 +278,7 @@ class _Worker:
         _injected("verdict", job.student, attempt)
         verdicts = verdict.decide(kit, the_plan, results, stopped)
         if only:
-            verdicts = [v if v.grade_id in only else before[v.grade_id].verdict() for v in verdicts]
+            verdicts = [v if v.grade_id in only else verdict.CellVerdict.again(before[v.grade_id]) for v in verdicts]
         found = tamper.findings(accepted.notebook, self.course_cells[ch.id], set(kit.tests))
         hold = None
         if found:

@@ -70,14 +70,6 @@ class Item:
     def passed(self) -> bool:
         return not self.kind and self.score >= self.points
 
-    def verdict(self):
-        """The stored verdict again (a regrade of another exercise keeps this one)."""
-        from .verdict import CellVerdict
-
-        failure = {"kind": self.kind, "target": self.target, "case": self.case, "cases": self.cases,
-                   "of": self.n_cases} if self.kind else None
-        return CellVerdict(self.grade_id, self.points, self.score, self.message, self.output, self.held, failure)
-
 
 def ensure(bind) -> None:
     _meta.create_all(bind)

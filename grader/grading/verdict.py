@@ -109,6 +109,14 @@ class CellVerdict:
     # "cases": [[label, kind], ...]}; None when the test passed
     failure: dict | None = None
 
+    @classmethod
+    def again(cls, item) -> CellVerdict:
+        """A stored verdict (a grader.grading.items.Item) as it was judged: a regrade of another
+        exercise keeps it."""
+        failure = {"kind": item.kind, "target": item.target, "case": item.case, "cases": item.cases,
+                   "of": item.n_cases} if item.kind else None
+        return cls(item.grade_id, item.points, item.score, item.message, item.output, item.held, failure)
+
 
 def decide(kit: Kit, the_plan: Plan, results: wire.Results, stopped: str) -> list[CellVerdict]:
     """Award each test cell of the chapter from the sandbox's results.
