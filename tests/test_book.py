@@ -141,6 +141,112 @@ def test_the_chinese_site_has_every_page_with_the_same_code_outputs_and_figures(
     assert "显示代码" in appendix and "Show code cell" not in appendix, "the Chinese appendix's toggles are English"
 
 
+# review_zh R3: the themes' tooltips, buttons and landmarks, left English by their catalogs or templates
+_UI_ATTRIBUTE = re.compile(r'\b(?:title|aria-label|data-bs-title|placeholder)="([^"]*)"')
+
+
+def _interface_english(page: Path) -> list[str]:
+    """What a Chinese page's interface says in English: every tooltip or accessible name (a citation's title, the
+    reference itself, and the switch to the English page aside) and every text outside the article (code, keys,
+    file types and the switch's "English" aside) made of Latin words with no Chinese."""
+    body = page.read_text().partition("<body")[2]
+    found = []
+    for tag in re.findall(r"<[a-z][^>]*>", body):
+        if "bibliography.html#" in tag or 'href="#id' in tag or "lang-switch" in tag:
+            continue
+        found += [v for v in map(html.unescape, _UI_ATTRIBUTE.findall(tag))
+                  if re.search(r"[A-Za-z]{3}", v) and not re.search(r"[\u4e00-\u9fff]", v)]
+    outside = re.sub(r"<article\b.*?</article>|<script\b.*?</script>|<style\b.*?</style>|<code\b.*?</code>"
+                     r"|<kbd\b.*?</kbd>|<a class=\"btn lang-switch\".*?</a>|<title>.*?</title>", "", body, flags=re.S)
+    found += [t.strip() for t in re.findall(r">([^<>]*)<", outside)
+              if re.search(r"[A-Za-z]{3}", t) and not re.search(r"[\u4e00-\u9fff]", t)
+              and not re.fullmatch(r"\s*\.\w+\s*", t)]  # the downloads' file types: .ipynb, .pdf
+    return found
+
+
+def test_the_chinese_interface_has_no_english(site):
+    from grader.book.locales import LANGUAGES
+
+    wording = LANGUAGES["zh_CN"].interface
+    pages = sorted(p for p in (site / "zh").rglob("*.html") if "_static" not in p.parts)
+    assert len(pages) >= 18
+    left = {}
+    for page in pages:
+        for text in _interface_english(page):
+            left.setdefault(text, []).append(page.relative_to(site).as_posix())
+    assert not left, "English in the Chinese interface:\n" + "\n".join(
+        f"{text!r} ({len(where)} pages, {where[0]}...)" for text, where in sorted(left.items()))
+    chapter = (site / "zh" / CHAPTERS[1].id / f"{CHAPTERS[1].slug}.html").read_text()
+    # sphinx-book-theme's zh_CN catalog words the print button in Taiwanese usage (列印成 PDF)
+    assert f'title="{wording["Print to PDF"]}"' in chapter and "列印" not in chapter
+    for english in ("Link to this heading", "Link to this equation", "Toggle primary sidebar", "Color mode"):
+        assert f'"{wording[english]}"' in chapter, english
+    english_page = (site / CHAPTERS[1].id / f"{CHAPTERS[1].slug}.html").read_text()
+    assert 'title="Link to this heading"' in english_page and 'title="Toggle primary sidebar"' in english_page
+
+
+# review_zh R4: the search page's script, run on the built index (Node, or the one Playwright ships)
+_SEARCH_HARNESS = r"""
+const fs = require("fs"), vm = require("vm"), path = require("path");
+const [site, ...queries] = process.argv.slice(2);
+const ctx = {console, _: (s) => s, _ready() {}, localStorage: {setItem() {}}, DOCUMENTATION_OPTIONS: {},
+  SPHINX_HIGHLIGHT_ENABLED: false,
+  document: {readyState: "loading", addEventListener() {}, getElementById() { return null; }}};
+ctx.window = ctx;
+vm.createContext(ctx);
+for (const file of ["_static/searchtools.js", "_static/language_data.js", "searchindex.js"])
+  vm.runInContext(fs.readFileSync(path.join(site, file), "utf8"), ctx, {filename: file});
+console.log(vm.runInContext(`JSON.stringify(Object.fromEntries(${JSON.stringify(queries)}.map((q) => {
+  const [, terms, excluded] = Search._parseQuery(q);
+  const docs = Search.performTermsSearch(terms, excluded).map((r) => r[0]);
+  return [q, {terms: [...terms], docs: [...new Set(docs)].sort()}];
+})))`, ctx));
+"""
+
+
+def _node() -> str | None:
+    import shutil
+
+    found = shutil.which("node")
+    if found:
+        return found
+    try:
+        import playwright
+    except ImportError:
+        return None
+    bundled = Path(playwright.__file__).parent / "driver" / "node"
+    return str(bundled) if bundled.is_file() else None
+
+
+def search(site_dir: Path, queries: list[str], tmp_path: Path) -> dict:
+    """Each query's search terms and the pages it finds, by the site's own searchtools.js, language_data.js
+    (the language's splitter and stemmer) and searchindex.js."""
+    node = _node()
+    if node is None:
+        pytest.skip("no Node.js to run the search page's script")
+    harness = tmp_path / "search.js"
+    harness.write_text(_SEARCH_HARNESS)
+    result = subprocess.run([node, str(harness), str(site_dir), *queries], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_the_chinese_search_finds_latin_and_han_written_together(site, tmp_path):
+    """"KV缓存" finds what "KV 缓存" finds (Sphinx's splitter made it one word no entry matches), and a Han
+    run that the index holds as two words ("注意力机制") finds the pages that have both."""
+    pairs = [("KV缓存", "KV 缓存"), ("在线softmax", "在线 softmax"), ("softmax函数", "softmax 函数"),
+             ("GPU显存", "GPU 显存"), ("注意力机制", "注意力 机制")]
+    found = search(site / "zh", [q for pair in pairs for q in pair], tmp_path)
+    for joined, spaced in pairs:
+        assert found[spaced]["docs"], f"{spaced!r} finds nothing"
+        assert found[joined] == found[spaced], (joined, found[joined], spaced, found[spaced])
+    assert found["KV缓存"]["terms"] == ["kv", "缓存"]
+    assert "language_data.js" in (site / "zh" / "search.html").read_text()
+    # the English search is Sphinx's own
+    assert "splitQuery" not in (site / "_static" / "language_data.js").read_text()
+
+
 def test_download_offers_the_released_student_notebook(site):
     for ch in CHAPTERS:
         released = COURSE.build / "release" / ch.id / ch.notebook.name

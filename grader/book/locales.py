@@ -48,6 +48,11 @@ class Language:
     title: str      # the book's title
     description: str  # every page's meta description
     words: dict     # the build's own strings: footer, switch, figure links
+    # the themes' strings (Sphinx's, pydata-sphinx-theme's, sphinx-book-theme's, by their English msgid) that
+    # their catalogs leave English ("Link to this heading") or word otherwise than the book ("列印成 PDF"), and
+    # those their templates write in English ("Toggle primary sidebar"): :mod:`.i18n_glue` puts the first in
+    # front of the themes' catalogs, :func:`.polish.interface` translates the second in the pages' attributes
+    interface: dict = None
 
 
 LANGUAGES = {
@@ -62,7 +67,29 @@ LANGUAGES = {
                      "掩码、多头注意力、反向传播、O(T²) 的代价、FlashAttention、KV 缓存与长上下文。"),
         words={"licence": "许可证", "source": "源代码", "built": "构建于", "full size": "打开原尺寸图片",
                "switch": "阅读本页的中文版", "note title": "关于练习", "show code": "显示代码",
-               "hide code": "隐藏代码"}),
+               "hide code": "隐藏代码"},
+        interface={
+            # Sphinx: the permalinks' tooltips (its zh_CN catalog leaves them empty)
+            "Link to this heading": "链接到此标题", "Link to this equation": "链接到此公式",
+            "Link to this image": "链接到此图片", "Link to this table": "链接到此表格",
+            "Link to this code": "链接到此代码", "Link to this definition": "链接到此定义",
+            "Link to this term": "链接到此术语",
+            # pydata-sphinx-theme (its zh catalog leaves these English or empty, and says 初始页面 for home)
+            "Color mode": "配色模式", "Light": "浅色", "Dark": "深色", "System Settings": "跟随系统",
+            "Home": "首页", "Breadcrumb": "页面路径", "Skip to main content": "跳到正文",
+            "Back to top": "回到顶部", "On this page": "本页内容", "Section Navigation": "本节导航",
+            "Site navigation": "全书导航", "previous": "上一页", "next": "下一页",
+            "previous page": "上一页", "next page": "下一页",
+            "Collapse Sidebar": "收起侧栏", "Expand Sidebar": "展开侧栏", "Search": "搜索",
+            # sphinx-book-theme (its zh_CN catalog: 列印成 PDF is the Taiwanese wording)
+            "Print to PDF": "打印为 PDF", "Download this page": "下载本页", "Download source file": "下载源文件",
+            "Download notebook file": "下载笔记本文件", "Fullscreen mode": "全屏模式", "Contents": "目录",
+            "Toggle navigation": "显示或隐藏导航",
+            # written in English by the templates: sphinx-book-theme's sidebar toggles and landmarks, myst-nb's
+            # folded cells
+            "Toggle primary sidebar": "显示或隐藏全书目录", "Toggle secondary sidebar": "显示或隐藏本页目录",
+            "Main": "全书导航", "Page": "本页导航", "Toggle hidden content": "显示或隐藏内容",
+        }),
 }
 ENGLISH = {"label": "English", "switch": "Read this page in English", "html_lang": "en"}
 

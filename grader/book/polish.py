@@ -10,8 +10,9 @@ after Sphinx wrote it (Sphinx rewrites only the pages that changed, so a page ma
   the bytes), the link still opening the original;
 * Chinese text is marked ``lang="zh-CN"`` (the stylesheet gives it a CJK font);
 * every page links to the same page in the other languages (a switch in the page's header buttons and
-  ``<link rel="alternate" hreflang>``); a translated page gets its figures' alt text from the catalogs and,
-  on a chapter, a note that the graded notebooks stay English;
+  ``<link rel="alternate" hreflang>``); a translated page gets its figures' alt text from the catalogs, the
+  themes' tooltips that their templates write in English in its language and, on a chapter, a note that the
+  graded notebooks stay English;
 * no Font Awesome script (``icons.css`` draws the icons), only the glyphs of its font that the themes'
   stylesheets draw, no sphinx-design assets on pages without its components and, outside the search page,
   none of the search scripts and index the theme loads for a search-as-you-type it leaves off;
@@ -166,6 +167,17 @@ def translated_alts(page: str, alts: dict[str, str]) -> str:
         return html.escape(alts[html.unescape(text)]) if html.unescape(text) in alts else text
 
     return re.sub(r'(<img\b[^>]*?\balt=")([^"]*)(")', lambda m: m.group(1) + one(m.group(2)) + m.group(3), page)
+
+
+def interface(page: str, wording: dict[str, str]) -> str:
+    """The tooltips and accessible names that the themes' templates write in English ("Toggle primary sidebar")
+    in the page's language: each ``title``, ``aria-label`` or ``data-bs-title`` that is exactly a string the
+    language words (:attr:`.locales.Language.interface`)."""
+    def one(m: re.Match) -> str:
+        text = html.unescape(m.group(2))
+        return f'{m.group(1)}="{html.escape(wording[text])}"' if text in wording else m.group(0)
+
+    return re.sub(r'\b(title|aria-label|data-bs-title)="([^"]*)"', one, page)
 
 
 def chapter_note(page: str, note: str, title: str) -> str:
@@ -350,6 +362,7 @@ def polish_site(out_html: Path, *, book: str, description: str, landing: str, sk
             new = language_switch(new, rel, to_folder=None, label=ENGLISH["label"], hreflang=ENGLISH["html_lang"],
                                   title=ENGLISH["switch"])
             new = translated_alts(new, alts or {})
+            new = interface(new, language.interface or {})
             if _CHAPTER_PAGE.match(rel):
                 new = chapter_note(new, language.note, language.words["note title"])
             for english, translated in (captions or {}).items():

@@ -13,7 +13,9 @@ Binder, Colab and JupyterHub then open the chapter's *student* notebook in that 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import html
+import json
 import multiprocessing
 import shutil
 import subprocess
@@ -157,6 +159,10 @@ def site_config(course: Course, staged: Path, *, launch: Launch | None = None, l
                   "extra_footer": footer(course, repository, language)})
     if language:
         theme["search_bar_text"] = LANGUAGES[language].search
+        # the themes' strings in the language's wording (.i18n_glue): a change of that wording is a change of
+        # this build's configuration, so that Sphinx writes every page again, not only those whose text changed
+        wording = json.dumps(LANGUAGES[language].interface or {}, sort_keys=True, ensure_ascii=False)
+        sphinx["html_context"]["interface"] = hashlib.sha256(wording.encode()).hexdigest()[:16]
     sphinx["html_theme_options"] = theme
     path = course.build / f"{staged.name}{'-' + language if language else ''}-config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
