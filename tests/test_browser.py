@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
 
@@ -647,5 +647,23 @@ def test_chinese_table_of_contents_and_search(browser, server):
                                                   "els => els.map(a => a.getAttribute('href'))")
         visit.screenshot("zh-search-causal-mask")
         assert any("ch04_masks/masks.html" in r for r in results), results
+        # review_zh R4: the magnifier stands before the query, not over its first character
+        box = "el => { const r = el.getBoundingClientRect(); return {left: r.left, right: r.right}; }"
+        icon, field = (visit.page.eval_on_selector(f".bd-search-container form.bd-search {sel}", box)
+                       for sel in ("i.fa-magnifying-glass", "input"))
+        padding = visit.page.eval_on_selector(".bd-search-container form.bd-search input",
+                                              "el => parseFloat(getComputedStyle(el).paddingLeft)")
+        assert icon["right"] <= field["left"] + padding + 1, (icon, field, padding)
     finally:
         visit.close()
+    # Latin and Han written together find what they find apart (the page's query splitter)
+    found = {}
+    for query in ("KV缓存", "KV 缓存"):
+        visit = Visit(browser, server, f"{ZH}/search.html?q={quote(query)}")
+        try:
+            visit.page.wait_for_selector("#search-results ul.search li", timeout=30_000)
+            found[query] = sorted(visit.page.eval_on_selector_all("#search-results ul.search li a",
+                                                                  "els => els.map(a => a.getAttribute('href'))"))
+        finally:
+            visit.close()
+    assert found["KV缓存"] == found["KV 缓存"], found
