@@ -181,6 +181,9 @@ def test_the_chinese_interface_has_no_english(site):
     assert f'title="{wording["Print to PDF"]}"' in chapter and "列印" not in chapter
     for english in ("Link to this heading", "Link to this equation", "Toggle primary sidebar", "Color mode"):
         assert f'"{wording[english]}"' in chapter, english
+    # sphinx-togglebutton's hint on the folded answers, which its script writes into the page ("Click to show")
+    hints = {h for p in pages for h in re.findall(r"let toggleHint(?:Show|Hide) = '([^']*)'", p.read_text())}
+    assert hints == {LANGUAGES["zh_CN"].words["click to show"], LANGUAGES["zh_CN"].words["click to hide"]}, hints
     english_page = (site / CHAPTERS[1].id / f"{CHAPTERS[1].slug}.html").read_text()
     assert 'title="Link to this heading"' in english_page and 'title="Toggle primary sidebar"' in english_page
 

@@ -67,7 +67,7 @@ LANGUAGES = {
                      "掩码、多头注意力、反向传播、O(T²) 的代价、FlashAttention、KV 缓存与长上下文。"),
         words={"licence": "许可证", "source": "源代码", "built": "构建于", "full size": "打开原尺寸图片",
                "switch": "阅读本页的中文版", "note title": "关于练习", "show code": "显示代码",
-               "hide code": "隐藏代码"},
+               "hide code": "隐藏代码", "click to show": "点击显示", "click to hide": "点击隐藏"},
         interface={
             # Sphinx: the permalinks' tooltips (its zh_CN catalog leaves them empty)
             "Link to this heading": "链接到此标题", "Link to this equation": "链接到此公式",

@@ -192,7 +192,10 @@ def build_site(course: Course, staged: Path, out_html: Path, *, strict: bool = T
                           # myst-nb's toggles of hidden code cells ("Show code cell source"): the book hides
                           # inputs only
                           "nb_code_prompt_show": lang.words["show code"],
-                          "nb_code_prompt_hide": lang.words["hide code"]})
+                          "nb_code_prompt_hide": lang.words["hide code"],
+                          # sphinx-togglebutton's hint on a folded answer (its script writes it into the page)
+                          "togglebutton_hint": lang.words["click to show"],
+                          "togglebutton_hint_hide": lang.words["click to hide"]})
     result = build_sphinx(
         str(staged),
         str(target),
