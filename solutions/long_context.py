@@ -152,22 +152,24 @@ def sliding_window_mask(T_q: int, T_k: int, window: int) -> torch.Tensor:
 
 
 def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
-    """Causal self-attention with a sliding window, in ``O(T * window)`` memory (the demo of the chapter).
+    """Causal self-attention with a sliding window, in ``O(T * window)`` memory (the chapter's blocked band).
 
-    Key ``j`` is gathered for query ``i`` at offsets ``i - window + 1 .. i`` (padding before position 0 is
-    masked), so the scores are ``(..., T, window)``, never ``(..., T, T)``.
+    The queries go in blocks of ``w = window``: block ``b`` (positions ``bw .. bw + w - 1``) can only reach the
+    ``2w`` keys ``(b - 1)w .. bw + w - 1``, which ``unfold`` gathers as a view of the keys padded by ``w`` in front.
+    Each block computes a ``(w, 2w)`` tile of scores under the same band mask, so the largest tensor is the
+    ``(..., T/w, w, 2w)`` scores, ``2 T w`` numbers, never ``(..., T, T)`` (nor ``(..., T, w, d)``).
     """
-    T, d_k = q.shape[-2], q.shape[-1]
-    pad = window - 1
-    k_pad = F.pad(k, (0, 0, pad, 0))  # (..., T + w - 1, d_k)
-    v_pad = F.pad(v, (0, 0, pad, 0))
-    k_win = k_pad.unfold(-2, window, 1).transpose(-2, -1)  # (..., T, w, d_k): a view, keys i-w+1..i
-    v_win = v_pad.unfold(-2, window, 1).transpose(-2, -1)  # (..., T, w, d_v)
-    scores = (q[..., None, :] * k_win).sum(-1) / math.sqrt(d_k)  # (..., T, w)
-    offset = torch.arange(T)[:, None] - pad + torch.arange(window)[None, :]  # (T, w): key position
-    scores = scores.masked_fill(offset < 0, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)  # (..., T, w)
-    return (weights[..., None] * v_win).sum(-2)  # (..., T, d_v)
+    T, w = q.shape[-2], window
+    n_blocks = -(-T // w)
+    pad_end = n_blocks * w - T
+    q_blocks = F.pad(q, (0, 0, 0, pad_end)).unflatten(-2, (n_blocks, w))  # (..., n, w, d_k)
+    k_blocks = F.pad(k, (0, 0, w, pad_end)).unfold(-2, 2 * w, w).transpose(-2, -1)  # (..., n, 2w, d_k): a view
+    v_blocks = F.pad(v, (0, 0, w, pad_end)).unfold(-2, 2 * w, w).transpose(-2, -1)  # (..., n, 2w, d_v)
+    scores = q_blocks @ k_blocks.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n, w, 2w)
+    r, c = torch.arange(w)[:, None], torch.arange(2 * w)[None, :]  # query bw + r, key (b - 1)w + c
+    allowed = (c > r) & (c <= r + w) & ((torch.arange(n_blocks)[:, None, None] > 0) | (c >= w))  # (n, w, 2w)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return (weights @ v_blocks).flatten(-3, -2)[..., :T, :]  # (..., T, d_v)
 
 
 # ---------------------------------------------------------------------------------------------------

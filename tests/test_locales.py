@@ -162,6 +162,20 @@ def test_a_translation_keeps_markup_and_follows_the_glossary(msgid, msgstr, want
         assert any(wanted in p for p in problems), problems
 
 
+def test_a_glue_alias_lets_a_translation_show_the_same_number_in_its_own_unit():
+    """A translator's "glue-alias: A -> B: <why>" comment: the translation may show value B of the page in place of
+    the English value A (1.7 million is 171 万), and only that one."""
+    msgid = "It reaches {glue:text}`n_tokens:.1f` million tokens."
+    msgstr = "它达到约 {glue:text}`n_tokens_wan` 万个词元。"
+    assert "never translated" in " ".join(locales.check_message(msgid, msgstr, PAIRS))
+    assert not locales.check_message(msgid, msgstr, PAIRS, glue_aliases={"n_tokens:.1f": "n_tokens_wan"})
+    other = "它达到约 {glue:text}`n_other` 万个词元。"
+    assert "never translated" in " ".join(locales.check_message(msgid, other, PAIRS,
+                                                                glue_aliases={"n_tokens:.1f": "n_tokens_wan"}))
+    message = type("Message", (), {"user_comments": ["glue-alias: n_tokens:.1f -> n_tokens_wan: 万, not millions"]})
+    assert locales._glue_aliases(message) == {"n_tokens:.1f": "n_tokens_wan"}
+
+
 def test_keep_english_and_glossary_exemptions_are_explicit():
     assert not locales.check_message("FlashAttention-2", "FlashAttention-2", PAIRS, keep=True)
     assert locales.check_message("FlashAttention-2", "FlashAttention-2", PAIRS)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from grader.checks import MemoryMeter
 from solutions.long_context import (
     alibi_bias,
     alibi_slopes,
@@ -140,6 +141,15 @@ def test_sliding_window_attention_equals_masked_attention():
     for w in (1, 3, 11, 20):
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(11, 11, w))
         torch.testing.assert_close(sliding_window_attention(q, k, v, w), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_sliding_window_attention_holds_the_band_only():
+    """The blocked band's largest tensor is its 2Tw scores (the chapter's Fig. 11.4), never (T, T) or (T, w, d)."""
+    q, k, v = torch.randn(1, 1024, 16), torch.randn(1, 1024, 16), torch.randn(1, 1024, 16)
+    meter = MemoryMeter([q, k, v])
+    with meter:
+        sliding_window_attention(q, k, v, 32)
+    assert meter.largest <= 2 * 1024 * 32, meter.largest
 
 
 def quadratic_linear_attention(q, k, v, causal, eps=1e-6):

@@ -360,8 +360,13 @@ def _has(forms: list[str], text: str) -> bool:
 
 
 def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep: bool = False,
-                  exempt: set[str] = frozenset()) -> list[str]:
-    """What is wrong with one translation (an empty list when nothing is)."""
+                  exempt: set[str] = frozenset(), glue_aliases: dict[str, str] | None = None) -> list[str]:
+    """What is wrong with one translation (an empty list when nothing is).
+
+    ``glue_aliases`` maps a glued value of the English (``"ch10-cross-falcon:.1f"``) to another value of the same
+    page that the translation shows in its place (``"ch10-cross-falcon-wan"``: the same number in the unit the
+    language counts in, 万 rather than millions), as a translator's comment ``glue-alias: A -> B: <why>`` declares.
+    """
     problems = []
     if not msgstr:
         return ["untranslated"]
@@ -372,7 +377,7 @@ def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep:
         return [] if msgstr == msgid else ["has nothing to translate: the translation must be the message itself"]
     if _CJK_CHAR.search(msgstr):
         problems += _link_problems(msgstr)
-    want, got = protected(msgid), protected(msgstr)
+    want, got = protected(msgid), [_unalias(k, glue_aliases or {}) for k in protected(msgstr)]
     missing = [k for k in want if got.count(k) < want.count(k)]
     extra = [k for k in got if want.count(k) < got.count(k)]
     if missing:
@@ -439,12 +444,31 @@ def _link_problems(msgstr: str) -> list[str]:
     return problems
 
 
+def _unalias(kept: str, glue_aliases: dict[str, str]) -> str:
+    """A glued value of the translation named back by the English value it stands for (see check_message)."""
+    m = _ROLE.fullmatch(kept)
+    if not m or not m.group(1).startswith("glue"):
+        return kept
+    english = {b: a for a, b in glue_aliases.items()}.get(m.group(2))
+    return kept if english is None else f"{{{m.group(1)}}}`{english}`"
+
+
 def _judge(message, pairs: dict[str, list[str]]) -> list[str]:
     """The problems of one catalog entry: fuzzy, or what :func:`check_message` finds."""
     if message.fuzzy:
         return ["fuzzy (the English changed: review the translation, then drop 'fuzzy')"]
     return check_message(message.id, message.string, pairs, keep=KEEP_FLAG in message.flags,
-                         exempt=_exemptions(message))
+                         exempt=_exemptions(message), glue_aliases=_glue_aliases(message))
+
+
+def _glue_aliases(message) -> dict[str, str]:
+    """Glued values a translator replaced, with a reason, in a comment "glue-alias: <english> -> <shown>: <why>"."""
+    out = {}
+    for comment in message.user_comments:
+        m = re.match(r"\s*glue-alias:\s*(\S+)\s*->\s*(\S+?):\s*\S", comment)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
 
 
 def _exemptions(message) -> set[str]:
