@@ -1,9 +1,11 @@
 """Chapter 7, backpropagation through attention: the reference implementations.
 
-Read top to bottom, in the chapter's order: the backward pass of a softmax (a vector-Jacobian product
-that never builds the Jacobian); the backward pass of scaled dot-product attention, one matrix product
-per gradient; both packed into a ``torch.autograd.Function`` whose backward is our own maths; and the
-bug-hunt's cross-attention layer with projections, whose keys' gradient is ``dS^T Q / sqrt(d_k)``.
+Read top to bottom, in the chapter's order: the backward pass of scaled dot-product attention, one matrix
+product per gradient, through the softmax's vector-Jacobian product of chapter 3
+(:func:`solutions.scaling.softmax_vjp`); the same backward pass from what FlashAttention saves, the output
+and one log-sum-exp per query row, the weights rebuilt as ``exp(S - L)``; the first packed into a
+``torch.autograd.Function`` whose backward is our own maths; and the bug-hunt's cross-attention layer with
+projections, whose keys' gradient is ``dS^T Q / sqrt(d_k)``.
 
 Notation: for a scalar loss ``L`` and a tensor ``X``, ``dX`` is ``dL/dX`` and has the shape of ``X``.
 Forward pass: ``S = Q K^T / sqrt(d_k)`` ``(..., T_q, T_k)``, ``A = softmax(S)`` along the keys,
@@ -17,31 +19,7 @@ from typing import Any
 
 import torch
 
-
-def softmax_backward(grad_p: torch.Tensor, p: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """``dL/ds`` from ``dL/dp``, for ``p = softmax(s)`` along ``dim``.
-
-    The Jacobian is ``dp_i/ds_j = p_i (delta_ij - p_j)``, so ``ds_j = p_j (dp_j - sum_i dp_i p_i)``:
-    one weighted sum per slice instead of an ``n x n`` matrix. Entries with ``p = 0`` (masked keys) get
-    gradient exactly 0, and every slice of the result sums to 0 (adding a constant to ``s`` changes
-    nothing).
-
-    Args:
-        grad_p: ``dL/dp``, the shape of ``p``.
-        p: softmax probabilities, any shape, summing to 1 along ``dim``.
-        dim: the axis of the softmax.
-
-    Returns:
-        ``dL/ds``, a new tensor of ``p``'s shape.
-
-    Raises:
-        ValueError: when ``grad_p`` and ``p`` differ in shape.
-    """
-    if grad_p.shape != p.shape:
-        raise ValueError(f"grad_p and p must have the same shape, got {tuple(grad_p.shape)} "
-                         f"and {tuple(p.shape)}")
-    dot = (grad_p * p).sum(dim=dim, keepdim=True)  # sum_i dp_i p_i, one per slice
-    return p * (grad_p - dot)
+from solutions.scaling import softmax_vjp
 
 
 def attention_backward(
@@ -75,10 +53,65 @@ def attention_backward(
     scale = 1.0 / math.sqrt(d_k)
     grad_v = weights.transpose(-2, -1) @ grad_out  # (..., T_k, T_q) @ (..., T_q, d_v) -> (..., T_k, d_v)
     grad_weights = grad_out @ v.transpose(-2, -1)  # (..., T_q, d_v) @ (..., d_v, T_k) -> (..., T_q, T_k)
-    grad_scores = softmax_backward(grad_weights, weights, dim=-1)  # (..., T_q, T_k)
+    grad_scores = softmax_vjp(weights, grad_weights, dim=-1)  # (..., T_q, T_k), chapter 3's product
     grad_q = grad_scores @ k * scale  # (..., T_q, T_k) @ (..., T_k, d_k) -> (..., T_q, d_k)
     grad_k = grad_scores.transpose(-2, -1) @ q * scale  # (..., T_k, T_q) @ (..., T_q, d_k) -> (..., T_k, d_k)
     return grad_q, grad_k, grad_v
+
+
+def attention_backward_from_lse(
+    grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+    lse: torch.Tensor, causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward pass of attention from the forward's output and log-sum-exp, without its weights.
+
+    The forward pass saved ``out = P V`` and ``lse_i = log sum_j exp(S_ij)`` of the scaled scores
+    ``S = q k^T / sqrt(d_k)`` (masked ones excluded). That is enough: ``P = exp(S - lse)`` rebuilds the
+    weights exactly, one exponential per score (no maximum, no sum over the keys), and the row sums of the
+    softmax's backward are ``D = rowsum(dO * O)`` (equal to ``rowsum(dP * P)``). Then ``dV = P^T dO``,
+    ``dP = dO V^T``, ``dS = P * (dP - D)``, ``dQ = dS K / sqrt(d_k)``, ``dK = dS^T Q / sqrt(d_k)``: the
+    algebra of FlashAttention's backward pass, untiled (chapter 9 tiles it).
+
+    Args:
+        grad_out: ``dO``, ``(..., T_q, d_v)``.
+        q: ``(..., T_q, d_k)``; k: ``(..., T_k, d_k)``; v: ``(..., T_k, d_v)``.
+        out: the forward's output ``(..., T_q, d_v)``.
+        lse: the forward's log-sum-exp of each query row's scaled scores, ``(..., T_q)``; float32 for half
+            inputs, the inputs' dtype otherwise.
+        causal: query ``i`` sees keys ``j <= i`` only (top-left aligned when ``T_q != T_k``, like
+            ``F.scaled_dot_product_attention(is_causal=True)``): those scores are ``-inf``, ``P = 0`` there.
+
+    Returns:
+        ``(grad_q, grad_k, grad_v)`` with the shapes and dtypes of ``q``, ``k`` and ``v``; half-precision
+        inputs are computed in float32 inside.
+
+    Raises:
+        ValueError: when the shapes do not fit together.
+    """
+    T_q, d_k = q.shape[-2:]
+    T_k, d_v = v.shape[-2:]
+    if k.shape[-2:] != (T_k, d_k):
+        raise ValueError(f"k must have shape (..., T_k={T_k}, d_k={d_k}), got {tuple(k.shape)}")
+    for name, t in (("grad_out", grad_out), ("out", out)):
+        if t.shape[-2:] != (T_q, d_v):
+            raise ValueError(f"{name} must have shape (..., T_q={T_q}, d_v={d_v}), got {tuple(t.shape)}")
+    if lse.shape != out.shape[:-1]:
+        raise ValueError(f"lse must have shape {tuple(out.shape[:-1])} (one per query row), got {tuple(lse.shape)}")
+    cd = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype
+    q_, k_, v_, o_, do_ = (t.to(cd) for t in (q, k, v, out, grad_out))
+    scale = 1.0 / math.sqrt(d_k)
+    scores = q_ @ k_.transpose(-2, -1) * scale  # (..., T_q, T_k), recomputed
+    if causal:
+        visible = torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril()  # top-left: j <= i
+        scores = scores.masked_fill(~visible, float("-inf"))
+    p = torch.exp(scores - lse.to(cd)[..., None])  # (..., T_q, T_k): the forward's weights, exactly
+    D = (do_ * o_).sum(dim=-1, keepdim=True)  # (..., T_q, 1): rowsum(dO * O) = rowsum(dP * P)
+    grad_v = p.transpose(-2, -1) @ do_  # (..., T_k, d_v)
+    grad_p = do_ @ v_.transpose(-2, -1)  # (..., T_q, T_k)
+    grad_scores = p * (grad_p - D)  # (..., T_q, T_k)
+    grad_q = grad_scores @ k_ * scale  # (..., T_q, d_k)
+    grad_k = grad_scores.transpose(-2, -1) @ q_ * scale  # (..., T_k, d_k): dS^T Q
+    return grad_q.to(q.dtype), grad_k.to(k.dtype), grad_v.to(v.dtype)
 
 
 def _attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

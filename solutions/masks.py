@@ -88,9 +88,10 @@ def attention_mask(lengths: torch.Tensor, T: int, causal: bool = False, side: st
     return mask | (empty & diagonal)  # (B, 1, T, T)
 
 
-def document_mask(doc_ids: torch.Tensor, causal: bool = True) -> torch.Tensor:
+def document_mask(doc_ids: torch.Tensor, causal: bool = True,
+                  positions: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``(B, 1, T, T)`` bool mask of packed rows: ``m[b, 0, i, j] = doc_ids[b, i] == doc_ids[b, j]`` (and
-    ``j <= i`` when ``causal``).
+    ``j <= i`` when ``causal``); with ``positions=True`` also each token's position within its document.
 
     A packed training row concatenates several documents; token ``i`` may attend only to tokens of its own
     document. Documents are told apart by their id alone: ids need not be contiguous runs, sorted or
@@ -98,6 +99,11 @@ def document_mask(doc_ids: torch.Tensor, causal: bool = True) -> torch.Tensor:
     id, negative ones too, e.g. -1 for padding, which then forms a document of its own). For the usual
     layout, contiguous runs, the mask is block-diagonal with a causal triangle in each block. Every row
     keeps its diagonal, so no row is empty.
+
+    ``positions=True`` returns ``(mask, pos)``, ``pos`` a ``(B, T)`` int64 tensor: ``pos[b, i]`` is the number of
+    tokens ``j < i`` of the same document, so every document counts 0, 1, 2, ... as if it stood alone (whatever
+    ``causal`` is). It is the row sum of the strictly causal same-document mask: not a count since the last id
+    change, which is wrong for ids that are not contiguous runs.
 
     Raises:
         ValueError: when ``doc_ids`` is not a 2-D integer tensor ``(B, T)``.
@@ -107,9 +113,12 @@ def document_mask(doc_ids: torch.Tensor, causal: bool = True) -> torch.Tensor:
         raise ValueError("doc_ids must be a (B, T) integer tensor (one document id per token)")
     T = doc_ids.shape[-1]
     same = doc_ids[:, None, :, None] == doc_ids[:, None, None, :]  # (B, 1, T, T): query i, key j
-    if causal:
-        same = same & causal_mask(T, device=doc_ids.device)
-    return same
+    mask = same & causal_mask(T, device=doc_ids.device) if causal else same
+    if not positions:
+        return mask
+    earlier = torch.ones(T, T, dtype=torch.bool, device=doc_ids.device).tril(-1)  # j < i
+    pos = (same[:, 0] & earlier).sum(dim=-1)  # (B, T) int64: earlier tokens of the same document
+    return mask, pos
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -153,10 +153,14 @@ class SwiGLU(nn.Module):
     ``nn.Linear(d_model, d_ff, bias=False)``, ``down_proj`` is ``nn.Linear(d_ff, d_model, bias=False)``. The SiLU
     (Swish with beta = 1) is applied to the *gate* branch only; the up branch enters the product linearly.
     With ``d_ff = 8/3 * d_model`` it has the parameters of a ReLU FFN of width ``4 * d_model`` (without biases).
+    ``d_ff=None`` takes Llama's width, :func:`swiglu_hidden` (``int(8 d_model / 3)`` rounded *up* to a multiple of
+    ``multiple_of``: 11008 for ``d_model = 4096``); a ``d_ff`` given is used as it is.
     """
 
-    def __init__(self, d_model: int, d_ff: int):
+    def __init__(self, d_model: int, d_ff: int | None = None, multiple_of: int = 256):
         super().__init__()
+        if d_ff is None:
+            d_ff = swiglu_hidden(d_model, multiple_of)
         self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
         self.up_proj = nn.Linear(d_model, d_ff, bias=False)
         self.down_proj = nn.Linear(d_ff, d_model, bias=False)

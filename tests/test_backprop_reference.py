@@ -1,7 +1,7 @@
 """Chapter 7 (backpropagation through attention): the reference against independent oracles, and the checks.
 
 Oracles: autograd through ``torch.softmax`` and ``torch.nn.functional.scaled_dot_product_attention``
-(with a bool ``attn_mask``, True = attend), the explicit softmax Jacobian, ``torch.autograd.gradcheck``
+(with a bool ``attn_mask``, True = attend, or ``is_causal``), ``torch.logsumexp``, ``torch.autograd.gradcheck``
 (finite differences in float64). Then the notebook's buggy layer, the case generators of
 ``solutions/cases/backprop.py``, and the hidden checks: their bans, and what they catch.
 """
@@ -20,6 +20,7 @@ import solutions.backprop as ref
 import solutions.cases.backprop as cases_mod
 from grader import cells
 from grader.checks import CheckFailed, parse_checks, run_local
+from solutions.scaling import softmax_vjp
 
 from .casecheck import assert_generator_is_deterministic_and_labelled
 from .design import EXERCISES as DESIGNED
@@ -53,49 +54,71 @@ def autograd_attention(q, k, v, grad_out, mask=None):
 
 
 # ---------------------------------------------------------------------------------------------------
-# softmax_backward
+# attention_backward_from_lse
 
 
-@pytest.mark.parametrize("shape", [(5,), (4, 7), (5, 5), (2, 3, 6), (2, 1, 3, 4)])
-def test_softmax_backward_matches_autograd_along_every_dim(shape):
-    gen = torch.Generator().manual_seed(len(shape))
-    for dim in range(-len(shape), len(shape)):
-        s = randn(gen, *shape, scale=3.0).requires_grad_()
-        p = torch.softmax(s, dim=dim)
-        grad_p = randn(gen, *shape)
-        (expected,) = torch.autograd.grad(p, s, grad_p)
-        torch.testing.assert_close(ref.softmax_backward(grad_p, p.detach(), dim=dim), expected,
-                                   atol=1e-13, rtol=1e-10)
+def forward_with_lse(q, k, v, causal=False):
+    """(out, lse) by SDPA and torch.logsumexp (causal: top-left, as SDPA's is_causal)."""
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(), float("-inf"))
+    return out, torch.logsumexp(scores, dim=-1)
 
 
-def test_softmax_backward_is_the_vector_jacobian_product_with_diag_p_minus_p_p_transposed():
-    gen = torch.Generator().manual_seed(0)
-    p = torch.softmax(randn(gen, 6, 5), dim=-1)
-    grad_p = randn(gen, 6, 5)
-    jacobian = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]  # J[r, i, j] = dp_i / ds_j
-    expected = torch.einsum("ri,rij->rj", grad_p, jacobian)
-    torch.testing.assert_close(ref.softmax_backward(grad_p, p), expected, atol=1e-14, rtol=1e-12)
+@pytest.mark.parametrize("batch, T_q, T_k, d_k, d_v, causal", [
+    ((), 3, 4, 2, 5, False), ((), 4, 4, 4, 4, False), ((3,), 5, 5, 4, 6, True), ((2, 3), 2, 7, 3, 5, True),
+    ((2,), 6, 4, 8, 2, True), ((2,), 6, 4, 8, 2, False), ((2,), 1, 1, 4, 3, False),
+])
+def test_attention_backward_from_lse_matches_autograd_through_torch_sdpa(batch, T_q, T_k, d_k, d_v, causal):
+    gen = torch.Generator().manual_seed(T_q * 10 + T_k)
+    q, k, v = (randn(gen, *batch, T, d).requires_grad_() for T, d in ((T_q, d_k), (T_k, d_k), (T_k, d_v)))
+    out, lse = forward_with_lse(q, k, v, causal)
+    grad_out = randn(gen, *batch, T_q, d_v)
+    expected = torch.autograd.grad(out, (q, k, v), grad_out)
+    got = ref.attention_backward_from_lse(grad_out, q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
+                                          causal=causal)
+    for g, e, t in zip(got, expected, (q, k, v)):
+        assert g.shape == t.shape
+        torch.testing.assert_close(g, e, atol=1e-12, rtol=1e-10)
 
 
-def test_softmax_backward_slices_sum_to_zero_and_masked_or_saturated_entries_get_nothing():
-    gen = torch.Generator().manual_seed(1)
-    p = torch.softmax(randn(gen, 4, 6).masked_fill(torch.tensor([True, False] * 3), float("-inf")), dim=-1)
-    grad_s = ref.softmax_backward(randn(gen, 4, 6), p)
-    torch.testing.assert_close(grad_s.sum(-1), torch.zeros(4, dtype=F64), atol=1e-14, rtol=0)
-    assert torch.equal(grad_s[:, ::2], torch.zeros(4, 3, dtype=F64))
-    one_hot = torch.tensor([[0.0, 1.0, 0.0]], dtype=F64)
-    assert torch.equal(ref.softmax_backward(randn(gen, 1, 3), one_hot), torch.zeros(1, 3, dtype=F64))
+def test_attention_backward_from_lse_equals_the_backward_from_the_stored_weights():
+    gen = torch.Generator().manual_seed(7)
+    q, k, v, grad_out = randn(gen, 2, 5, 4), randn(gen, 2, 7, 4), randn(gen, 2, 7, 3), randn(gen, 2, 5, 3)
+    out, lse = forward_with_lse(q, k, v)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / 2, dim=-1)
+    for a, b in zip(ref.attention_backward_from_lse(grad_out, q, k, v, out, lse),
+                    ref.attention_backward(grad_out, q, k, v, weights)):
+        torch.testing.assert_close(a, b, atol=1e-13, rtol=1e-11)
 
 
-def test_softmax_backward_keeps_dtype_leaves_inputs_unchanged_and_checks_shapes():
-    p = torch.softmax(torch.randn(3, 4), dim=0)
-    grad_p = torch.randn(3, 4)
-    before = (p.clone(), grad_p.clone())
-    out = ref.softmax_backward(grad_p, p, dim=0)
-    assert out.dtype == torch.float32 and out.shape == (3, 4)
-    assert torch.equal(p, before[0]) and torch.equal(grad_p, before[1])
-    with pytest.raises(ValueError, match="same shape"):
-        ref.softmax_backward(torch.randn(3, 5), p)
+def test_attention_backward_from_lse_stays_finite_where_exp_of_the_scores_overflows():
+    gen = torch.Generator().manual_seed(8)
+    q, k, v = (randn(gen, 2, T, 4, scale=30.0).requires_grad_() for T in (3, 4, 4))
+    out, lse = forward_with_lse(q, k, v)
+    assert (q @ k.transpose(-2, -1) / 2).detach().amax() > 710  # exp overflows float64 there
+    grad_out = randn(gen, 2, 3, 4)
+    expected = torch.autograd.grad(out, (q, k, v), grad_out)
+    got = ref.attention_backward_from_lse(grad_out, *(t.detach() for t in (q, k, v, out, lse)))
+    assert all(torch.isfinite(g).all() for g in got)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_attention_backward_from_lse_keeps_dtype_and_leaves_inputs_unchanged(dtype):
+    gen = torch.Generator().manual_seed(9)
+    q, k, v, grad_out = (randn(gen, 2, 3, 4).to(dtype) for _ in range(4))
+    out, lse = forward_with_lse(q.double(), k.double(), v.double(), causal=True)
+    lse_dtype = torch.float32 if dtype != torch.float32 else dtype
+    args = (grad_out, q, k, v, out.to(dtype), lse.to(lse_dtype))
+    before = [t.clone() for t in args]
+    got = ref.attention_backward_from_lse(*args, causal=True)
+    assert [g.dtype for g in got] == [dtype] * 3
+    assert all(torch.equal(a, b) for a, b in zip(args, before))
+    with pytest.raises(ValueError, match="lse"):
+        ref.attention_backward_from_lse(*args[:5], lse.to(lse_dtype)[..., :2])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -277,8 +300,8 @@ def test_the_notebooks_buggy_layer_passes_a_self_attention_shape_test_but_not_gr
 
 
 GENERATORS = [(name, {} if dtype == "float64" else {"dtype": dtype})
-              for name in ("softmax_backward_cases", "attention_backward_cases", "attention_function_cases",
-                           "cross_attention_cases")
+              for name in ("attention_backward_from_lse_cases", "attention_backward_cases",
+                           "attention_function_cases", "cross_attention_cases")
               for dtype in ("float64", "float32", "float16", "bfloat16")]
 
 
@@ -290,53 +313,58 @@ def test_case_generators_are_deterministic_labelled_and_non_empty(seed):
 
 def test_generators_reject_an_unknown_dtype():
     with pytest.raises(ValueError, match="dtype"):
-        cases_mod.softmax_backward_cases(seed=0, dtype="float8")
+        cases_mod.attention_backward_from_lse_cases(seed=0, dtype="float8")
 
 
-def test_softmax_backward_cases_are_softmaxes_along_their_dim_with_square_saturated_and_masked_ones():
-    cases = cases_mod.softmax_backward_cases(seed=0)
-    for c in cases:
-        grad_p, p = c.args
-        dim = c.kwargs.get("dim", -1)
-        assert grad_p.shape == p.shape and p.dtype == F64
-        torch.testing.assert_close(p.sum(dim), torch.ones_like(p.sum(dim)))
-    assert {c.kwargs.get("dim", -1) for c in cases} >= {-1, 0, 1, -2}
-    assert any(c.args[1].dim() == 2 and c.args[1].shape[0] == c.args[1].shape[1] for c in cases)
-    assert any((c.args[1] == 0).any() for c in cases)  # masked entries
-    assert any(c.args[1].amax(-1).min() > 0.99 for c in cases)  # saturated rows
-    for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        name = str(dtype).removeprefix("torch.")
-        assert all(c.args[1].dtype == dtype for c in cases_mod.softmax_backward_cases(0, dtype=name))
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
-def test_softmax_backward_cases_bound_memory_along_every_kind_of_dim_in_every_dtype(dtype):
-    cases = cases_mod.softmax_backward_cases(seed=0, dtype=dtype)
-    bounded = [c for c in cases if c.max_numel is not None]
+def test_lse_cases_carry_the_forward_passes_out_and_lse_with_causal_both_ways_and_overflowing_scores():
+    cases = cases_mod.attention_backward_from_lse_cases(seed=0)
     kinds = set()
-    for c in bounded:
-        p, dim = c.args[1], c.kwargs.get("dim", -1) % c.args[1].dim()
-        n = p.shape[dim]
-        assert c.max_numel <= 2 * p.numel() < p.numel() * n // 100  # a slice's Jacobian is n times the input
-        kinds.add("last" if dim == p.dim() - 1 else "first" if dim == 0 else "middle")
-    assert kinds == {"last", "first", "middle"}
+    for c in cases:
+        grad_out, q, k, v, out, lse = c.args
+        causal = c.kwargs.get("causal", False)
+        want_out, want_lse = forward_with_lse(q, k, v, causal)
+        torch.testing.assert_close(out, want_out, atol=1e-12, rtol=1e-12)
+        torch.testing.assert_close(lse, want_lse, atol=1e-12, rtol=1e-12)
+        T_q, T_k = q.shape[-2], k.shape[-2]
+        kinds.add((causal, "square" if T_q == T_k else "wide" if T_q < T_k else "tall"))
+        if (q @ k.transpose(-2, -1)).amax() / math.sqrt(q.shape[-1]) > 710:
+            kinds.add("overflow")
+    assert kinds >= {(True, "square"), (True, "wide"), (True, "tall"), (False, "square"), (False, "wide"),
+                     (False, "tall"), "overflow"}
+    assert any("causal" not in c.kwargs for c in cases) and any(c.kwargs.get("causal") is False for c in cases)
     assert any(not c.args[1].is_contiguous() for c in cases)
+    for dtype in ("float32", "float16", "bfloat16"):
+        for c in cases_mod.attention_backward_from_lse_cases(0, dtype=dtype):
+            assert all(t.dtype == getattr(torch, dtype) for t in c.args[:5])
+            assert c.args[5].dtype == (torch.float32 if dtype != "float64" else torch.float64)
 
 
-def test_the_memory_bound_fails_a_jacobian_and_passes_the_weighted_sum_in_float64():
-    def jacobian(grad_p, p, dim=-1):
-        p_last, g_last = p.movedim(dim, -1), grad_p.movedim(dim, -1)
-        J = torch.diag_embed(p_last) - p_last.unsqueeze(-1) * p_last.unsqueeze(-2)
-        return (g_last.unsqueeze(-2) @ J).squeeze(-2).movedim(-1, dim)
+def test_the_lse_checks_fail_a_recomputed_softmax_an_unstable_one_and_a_bottom_right_mask():
+    def recompute(how):
+        def fn(grad_out, q, k, v, out, lse, causal=False):
+            s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+            T_q, T_k = s.shape[-2:]
+            if causal:
+                diagonal = T_k - T_q if how == "bottom_right" else 0
+                s = s.masked_fill(~torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal), float("-inf"))
+            if how == "softmax":
+                p = torch.softmax(s, dim=-1)
+            elif how == "exp_over_sum":
+                p = s.exp() / s.exp().sum(-1, keepdim=True)
+            else:
+                p = torch.exp(s - lse[..., None])
+            weights = p
+            return ref.attention_backward(grad_out, q, k, v, weights)
+        return fn
 
-    def in_float64(grad_p, p, dim=-1):
-        return ref.softmax_backward(grad_p.double(), p.double(), dim).to(p.dtype)
-
-    for check in checks_of("softmax_backward"):
-        run_local(check, ref.softmax_backward)
-        run_local(check, in_float64)
-        with pytest.raises(CheckFailed, match="created a tensor"):
-            run_local(check, jacobian)
+    check = checks_of("attention_backward_from_lse")[0]
+    run_local(check, recompute("lse"))  # the right answer through attention_backward passes
+    with pytest.raises(CheckFailed, match="must not call"):
+        run_local(check, recompute("softmax"))
+    with pytest.raises(CheckFailed, match="scores up to ~1000"):
+        run_local(check, recompute("exp_over_sum"))
+    with pytest.raises(CheckFailed, match="is wrong on case .*causal=True"):
+        run_local(check, recompute("bottom_right"))
 
 
 def test_attention_backward_cases_carry_the_true_weights_and_cover_square_cross_batched_and_masked():
@@ -392,27 +420,28 @@ def test_hidden_checks_ban_autograd_and_the_builtin_backward_kernels():
         for check in checks_of(name):
             assert {"torch.autograd.grad", "aten._softmax_backward_data", "aten._scaled_dot_product*",
                     "torch.nn.functional.scaled_dot_product_attention"} <= set(check.banned), name
-    for name in ("softmax_backward", "attention_backward"):
+    for name in ("attention_backward_from_lse", "attention_backward"):
         assert all("torch.Tensor.backward" in c.banned for c in checks_of(name))
     # gradient cases back-propagate with Tensor.backward themselves: banning it would fail every answer
     for name in ("AttentionFunction", "CrossAttentionFunction"):
         assert all("torch.Tensor.backward" not in c.banned for c in checks_of(name))
 
 
-def vjp_softmax_backward(grad_p, p, dim=-1):
-    return torch.func.vjp(lambda s: torch.softmax(s, dim=dim), p.log())[1](grad_p)[0]
+def _rebuilt_forward(q, k, v, lse):
+    return torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) - lse[..., None]) @ v
 
 
-def functional_vjp_softmax_backward(grad_p, p, dim=-1):
-    def manual_softmax(s):
-        e = (s - s.amax(dim, keepdim=True)).exp()
-        return e / e.sum(dim, keepdim=True)
-    return torch.autograd.functional.vjp(manual_softmax, p.log(), grad_p)[1]
+def vjp_from_lse(grad_out, q, k, v, out, lse, causal=False):
+    return torch.func.vjp(lambda *qkv: _rebuilt_forward(*qkv, lse), q, k, v)[1](grad_out)
 
 
-@pytest.mark.parametrize("fn", [vjp_softmax_backward, functional_vjp_softmax_backward])
+def functional_vjp_from_lse(grad_out, q, k, v, out, lse, causal=False):
+    return torch.autograd.functional.vjp(lambda *qkv: _rebuilt_forward(*qkv, lse), (q, k, v), grad_out)[1]
+
+
+@pytest.mark.parametrize("fn", [vjp_from_lse, functional_vjp_from_lse])
 def test_torch_func_and_functional_vjps_are_caught_through_torch_autograd_grad(fn):
-    check = checks_of("softmax_backward")[0]
+    check = checks_of("attention_backward_from_lse")[0]
     with pytest.raises(CheckFailed, match="must not call torch.autograd.grad"):
         run_local(check, fn)
 
@@ -459,7 +488,7 @@ def test_hidden_checks_fail_a_transposed_dk_with_a_message_naming_the_case(exerc
     def wrong_backward(grad_out, q, k, v, weights):
         grad_q, _, grad_v = ref.attention_backward(grad_out, q, k, v, weights)
         grad_weights = grad_out @ v.transpose(-2, -1)
-        grad_scores = ref.softmax_backward(grad_weights, weights)
+        grad_scores = softmax_vjp(weights, grad_weights)
         if wrong == "popular":
             return grad_q, q.transpose(-2, -1) @ grad_scores / math.sqrt(q.shape[-1]), grad_v
         return grad_q, grad_scores @ q / math.sqrt(q.shape[-1]), grad_v

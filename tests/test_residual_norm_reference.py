@@ -551,3 +551,13 @@ def test_new_checks_fail_the_classic_mistakes():
             except CheckFailed:
                 failed += 1
         assert failed >= 1, test
+
+
+def test_swiglu_takes_llamas_width_when_d_ff_is_none_and_keeps_a_given_one():
+    def width(*args, **kwargs):
+        with torch.device("meta"):
+            return ref.SwiGLU(*args, **kwargs).gate_proj.out_features
+
+    assert width(4096) == 11008 == ref.swiglu_hidden(4096)  # Llama 7B's intermediate_size
+    assert [width(4, multiple_of=10), width(7, multiple_of=1), width(33, multiple_of=16)] == [10, 18, 96]
+    assert width(6, 16, multiple_of=7) == 16

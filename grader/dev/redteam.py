@@ -365,44 +365,48 @@ def build(course: Course, inbox: Path, *, chapter: str = "qkv", workdir: Path | 
 
 MMAP_JACOBIAN = """
 import mmap as _mmap
-_softmax_backward = softmax_backward
-def softmax_backward(grad_p, p, dim=-1):
+_softmax_vjp = softmax_vjp
+def softmax_vjp(p, grad_p, dim=-1):
     jacobians = _mmap.mmap(-1, 128 << 20)  # 128 MiB of Jacobians, where no tensor meter or tracemalloc looks
     for i in range(0, len(jacobians), 4096):
         jacobians[i] = 1  # every page touched: resident
     jacobians.close()
-    return _softmax_backward(grad_p, p, dim)
+    return _softmax_vjp(p, grad_p, dim)
 """
 
 
 def _on_long_rows(setup: str, body: str) -> str:
-    """Source that replaces ``softmax_backward`` by ``body`` (indented, with ``grad_p``, ``p``, ``dim``) on the
-    long two-dimensional cases and keeps the correct one elsewhere, after ``setup`` (imports, a thread)."""
-    return (f"\n{setup}_softmax_backward_correct = softmax_backward\n"
-            "def softmax_backward(grad_p, p, dim=-1):\n"
-            "    if p.shape[dim] < 4096 or p.dim() != 2 or dim not in (-1, 1):\n"
-            "        return _softmax_backward_correct(grad_p, p, dim)\n" + textwrap.indent(body, "    "))
+    """Source that replaces ``softmax_vjp`` by ``body`` (indented, with ``p``, ``grad_p``, ``dim``; ``rows`` and ``g``
+    the distribution and its gradient as one row each) on the long one-dimensional cases (4096 outcomes) and keeps
+    the correct one elsewhere, after ``setup`` (imports, a thread); the body's answer is reshaped back to ``p``'s."""
+    return (f"\n{setup}_softmax_vjp_correct = softmax_vjp\n"
+            "def softmax_vjp(p, grad_p, dim=-1):\n"
+            "    if p.dim() != 1 or p.shape[0] < 4096:\n"
+            "        return _softmax_vjp_correct(p, grad_p, dim)\n"
+            "    rows, g = p.reshape(1, -1), grad_p.reshape(1, -1)\n"
+            "    return _rows_answer(rows, g).reshape(p.shape)\n"
+            "def _rows_answer(rows, g):\n" + textwrap.indent(body, "    "))
 
 
-#: Issue 27, class 4: the Jacobians built where the operator meter does not look. Each replaces
-#: ``softmax_backward`` by one that computes every row's (n, n) Jacobian (of 2 rows of 4096, 32 to 128 MiB
-#: each) out of the meter's sight, then returns the right answer; the kernel's measure of the case's window
-#: sees all of them.
+#: Issue 27, class 4: the Jacobians built where the operator meter does not look. Each replaces chapter 3's
+#: ``softmax_vjp`` by one that computes the (n, n) Jacobian of a distribution over 4096 outcomes (64 MiB in
+#: float32, 128 MiB in float64) out of the meter's sight, then returns the right answer; the kernel's measure of
+#: the case's window sees it.
 THREAD_JACOBIAN = _on_long_rows("""import queue as _queue
 import threading as _threading
 _jobs, _done = _queue.Queue(), _queue.Queue()
 def _jacobian_worker():  # started here, before any case: the case itself starts no thread
     while True:
-        g, p = _jobs.get()
-        rows = p.reshape(-1, p.shape[-1]).double()
-        out = [(torch.diag(r) - torch.outer(r, r)) @ gr for r, gr in zip(rows, g.reshape(rows.shape).double())]
-        _done.put(torch.stack(out).reshape(p.shape).to(p.dtype))
+        g, rows = _jobs.get()
+        out = [(torch.diag(r) - torch.outer(r, r)) @ gr for r, gr in zip(rows.double(), g.double())]
+        _done.put(torch.stack(out).to(rows.dtype))
 _threading.Thread(target=_jacobian_worker, daemon=True).start()
-""", """_jobs.put((grad_p, p))  # the Jacobians on a thread of its own, where no dispatch mode is pushed
+""", """_jobs.put((g, rows))  # the Jacobians on a thread of its own, where no dispatch mode is pushed
 return _done.get()
 """)
 MEMMAP_JACOBIAN = _on_long_rows("import numpy as np\n", """\
-rows, g = p.float().numpy(), grad_p.float().numpy()
+dtype = rows.dtype
+rows, g = rows.float().numpy(), g.float().numpy()
 out = np.empty_like(rows)
 half = rows.shape[1] // 2  # 32 MiB of the Jacobian at a time (a file may not exceed 64 MiB here)
 for i, (r, gr) in enumerate(zip(rows, g)):  # the Jacobian in a file under /tmp: neither meter sees it
@@ -413,10 +417,11 @@ for i, (r, gr) in enumerate(zip(rows, g)):  # the Jacobian in a file under /tmp:
             jac[k, top + k] += r[top + k]
         out[i, top:top + half] = np.asarray(jac).dot(gr)  # no temporary the size of the block
         del jac
-return torch.from_numpy(out).to(p.dtype)
+return torch.from_numpy(out).to(dtype)
 """)
 FORK_JACOBIAN = _on_long_rows("import os\nimport numpy as np\n", """\
-rows, g = p.double().numpy(), grad_p.double().numpy()
+dtype = rows.dtype
+rows, g = rows.double().numpy(), g.double().numpy()
 read_end, write_end = os.pipe()
 if os.fork() == 0:  # the Jacobians in a child process: no meter of the parent's sees its memory
     jacs = [np.diag(r) - r[:, None] * r[None, :] for r in rows]
@@ -429,11 +434,11 @@ while len(data) < rows.nbytes:
     data += os.read(read_end, rows.nbytes - len(data))
 os.close(read_end)
 os.wait()
-return torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows.shape).copy()).to(p.dtype)
+return torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows.shape).copy()).to(dtype)
 """)
 RESIZE_JACOBIAN = _on_long_rows("", """out = []
-for r, gr in zip(p, grad_p):
-    jac = torch.empty(0, dtype=p.dtype)
+for r, gr in zip(rows, g):
+    jac = torch.empty(0, dtype=rows.dtype)
     jac.resize_(r.numel(), r.numel())  # grown, then written with out=: no operator *creates* it
     torch.outer(r, r, out=jac)
     jac.neg_().diagonal().add_(r)
@@ -443,40 +448,40 @@ return torch.stack(out)
 
 
 def build_memory(course: Course, inbox: Path) -> dict[str, Expect]:
-    """The memory meters' cases (issue 27, classes 3 and 4), in chapter 7, whose ``softmax_backward`` is
-    bounded to twice its input: correct answers, except that ``softmax_backward`` first fills 128 MiB of
-    anonymous ``mmap`` (class 3: only a peak-memory mark sees it; the sandbox once could not reset the
-    process's), or builds the Jacobians it was told not to build where the operator meter does not look: on
-    a thread started before the case, in a ``np.memmap`` file, in a forked process, in a tensor grown by
-    ``resize_`` and written with ``out=`` (class 4). Each must lose ``softmax_backward``'s points and
-    nothing else."""
-    ch = course.chapter("backprop")
+    """The memory meters' cases (issue 27, classes 3 and 4), in chapter 3, whose ``softmax_vjp`` is bounded to
+    about its input's size (a distribution over 4096 outcomes among its cases): correct answers, except that
+    ``softmax_vjp`` first fills 128 MiB of anonymous ``mmap`` (class 3: only a peak-memory mark sees it; the
+    sandbox once could not reset the process's), or builds the Jacobian it was told not to build where the
+    operator meter does not look: on a thread started before the case, in a ``np.memmap`` file, in a forked
+    process, in a tensor grown by ``resize_`` and written with ``out=`` (class 4). Each must lose
+    ``softmax_vjp``'s points and nothing else."""
+    ch = course.chapter("scaling")
     released = samples.released(course, ch)
     points = samples.exercise_points(released)
     correct = {ex: v["correct"] for ex, v in samples.student_code(course, ch).items()}
-    lose = sum(points.values()) - points["softmax_backward"]
+    lose = sum(points.values()) - points["softmax_vjp"]
     attacks = {
         # importing mmap is flagged for review too; the points are what the kernel's mark decides
         "rt-wrong-mmap-jacobian": (MMAP_JACOBIAN, "flagged", "imports mmap",
-                                   "chapter 7: correct answers, but softmax_backward first fills 128 MiB of mmap"),
+                                   "chapter 3: correct answers, but softmax_vjp first fills 128 MiB of mmap"),
         "rt-wrong-thread-jacobian": (THREAD_JACOBIAN, "graded", "",
-                                     "chapter 7: softmax_backward's Jacobians on a thread started before the case"),
+                                     "chapter 3: softmax_vjp's Jacobian on a thread started before the case"),
         "rt-wrong-memmap-jacobian": (MEMMAP_JACOBIAN, "graded", "",
-                                     "chapter 7: softmax_backward's Jacobians in a np.memmap file under /tmp"),
+                                     "chapter 3: softmax_vjp's Jacobian in a np.memmap file under /tmp"),
         "rt-wrong-fork-jacobian": (FORK_JACOBIAN, "flagged", "uses os.fork",
-                                   "chapter 7: softmax_backward's Jacobians in a forked child process"),
+                                   "chapter 3: softmax_vjp's Jacobian in a forked child process"),
         # the meter's socket closed by the notebook: its metered cases are not measured, so not passed (and
         # closing a descriptor is not among os's ordinary names: the later tests are held for review too)
         "rt-wrong-meter-closed": ("\nimport os\ntry:\n    os.close(4)\nexcept OSError:\n    pass\n", "flagged",
                                   "uses os.close",
-                                  "chapter 7: correct answers; a cell closes descriptor 4 (the meter's socket)"),
+                                  "chapter 3: correct answers; a cell closes descriptor 4 (the meter's socket)"),
         "rt-wrong-resize-jacobian": (RESIZE_JACOBIAN, "graded", "",
-                                     "chapter 7: softmax_backward's Jacobians in a tensor grown by resize_, "
+                                     "chapter 3: softmax_vjp's Jacobian in a tensor grown by resize_, "
                                      "written with out="),
     }
     expect = {}
     for name, (extra, status, reason, about) in attacks.items():
-        code = {**correct, "softmax_backward": correct["softmax_backward"] + extra}
+        code = {**correct, "softmax_vjp": correct["softmax_vjp"] + extra}
         samples.hand_in(inbox, name, ch, samples.fill(released, code))
         expect[name] = Expect(lose, status, reason, about)
     return expect

@@ -62,59 +62,62 @@ def _key_padding(B: int, T_k: int, length: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------------
-# softmax_backward
+# attention_backward_from_lse
 
 
-def softmax_backward_cases(seed: int, dtype: str = "float64") -> list[Case]:
-    """Pairs ``(grad_p, p)`` with ``p`` a softmax along ``dim``: any axis, square shapes (where a sum
-    without ``keepdim`` broadcasts silently), saturated rows and exact zeros from a mask; in every dtype,
-    memory-bounded cases along the last, the first and a middle axis (``n = 600``: the ``(n, n)`` Jacobian
-    of a slice is 600 times the input, the bound twice the input), and non-contiguous inputs."""
+def _forward_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...]:
+    """``(out, lse)`` of attention in float64 (causal: top-left, key ``j <= i``), as a forward pass saves them."""
+    scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)  # (..., T_q)
+    return torch.exp(scores - lse[..., None]) @ v.double(), lse
+
+
+def attention_backward_from_lse_cases(seed: int, dtype: str = "float64") -> list[Case]:
+    """``(grad_out, q, k, v, out, lse)`` and ``causal`` from a float64 forward pass (``out`` cast to the dtype,
+    ``lse`` to float32 for half inputs): shapes where only values tell a transposition (square) and where shapes
+    do, causal masks top-left aligned with ``T_q != T_k`` both ways (a bottom-right mask differs there), scores
+    beyond the range of ``exp`` (only ``exp(S - lse)`` stays finite), non-contiguous inputs, edge sizes."""
     g = torch.Generator().manual_seed(seed)
     dt = _dtype(dtype)
+    lse_dt = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
 
-    def case(shape: tuple[int, ...], label: str, dim: int | None = None, scale: float = 1.0,
-             logits: torch.Tensor | None = None, bound: bool = False, layout=None) -> Case:
-        s = _randn(g, *shape, scale=scale) if logits is None else logits
-        p = torch.softmax(s, dim=-1 if dim is None else dim).to(dt)
-        grad_p = _randn(g, *shape, dtype=dt)
+    def case(batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, label: str, causal: bool | None = None,
+             scale: float = 1.0, layout=None) -> Case:
+        q = _randn(g, *batch, T_q, d_k, scale=scale, dtype=dt)
+        k = _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt)
+        v = _randn(g, *batch, T_k, d_v, dtype=dt)
+        out, lse = _forward_lse(q, k, v, bool(causal))
+        grad_out = _randn(g, *batch, T_q, d_v, dtype=dt)
+        args = (grad_out, q, k, v, out.to(dt), lse.to(lse_dt))
         if layout is not None:
-            p, grad_p = layout(p), layout(grad_p)
-        kwargs = {} if dim is None else {"dim": dim}
-        numel = p.numel()
-        return Case(args=(grad_p, p), kwargs=kwargs, label=tag(label, dt),
-                    max_numel=2 * numel if bound else None)
+            args = tuple(layout(t) if t.dim() >= 2 else t for t in args)
+        kwargs = {} if causal is None else {"causal": causal}
+        return Case(args=args, kwargs=kwargs, label=tag(label, dt))
 
-    n = LONG_LENGTHS[1]  # 600
     every_dtype = [
-        case((4, 7), "rows of shape (4, 7), default dim=-1"),
-        case((2, 3, 5), "shape (2, 3, 5) along dim=1", dim=1),
-        case((4, n), f"no Jacobian: 4 rows of {n} along dim=-1, memory bounded to twice the input", bound=True),
-        case((n, 3), f"no Jacobian: {n} x 3 along dim=0, memory bounded to twice the input", dim=0, bound=True),
-        # one row's Jacobian here is 4096^2 entries (32 to 128 MiB): the grader's kernel measure sees it wherever
-        # it is made (another thread or process, numpy, a mapped file), far above its allowance of 16 MiB
-        case((2, 4096), "no Jacobian: 2 rows of 4096 along dim=-1 (one row's Jacobian has 16,777,216 entries), "
-             "memory bounded to twice the input", bound=True),
-        case((2, n, 3), f"no Jacobian: (2, {n}, 3) along dim=1, memory bounded to twice the input", dim=1,
-             bound=True),
-        case((3, 6), "non-contiguous p and grad_p (stored transposed), rows of 6", layout=_transposed),
+        case((2,), 3, 5, 4, 6, "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (causal left out)"),
+        case((2,), 5, 5, 3, 2, "causal=True, T_q=T_k=5, d_k=3, d_v=2", causal=True),
+        case((2,), 4, 6, 3, 5, "non-contiguous grad_out, q, k, v and out (stored transposed), causal=True",
+             causal=True, layout=_transposed),
     ]
     if dt is not torch.float64:
         return every_dtype
-    masked = _randn(g, 2, 5, 5).masked_fill(~_causal(5), float("-inf"))
     return every_dtype + [
-        case((5,), "a vector of 5 probabilities"),
-        case((5, 5), "square (5, 5), default dim=-1 (a sum without keepdim broadcasts the wrong way)"),
-        case((2, 3, 6), "shape (2, 3, 6) along dim=1", dim=1),
-        case((5, 4), "shape (5, 4) along dim=0 (columns)", dim=0),
-        case((4, 4), "square (4, 4) along dim=0", dim=0),
-        case((2, 4, 3), "shape (2, 4, 3) along dim=-2", dim=-2),
-        case((2, 3, 4, 6), "attention-shaped (B=2, H=3, T_q=4, T_k=6)"),
-        case((3, 6), "saturated rows: logits with standard deviation 30 (almost one-hot)", scale=30.0),
-        case((2, 5, 5), "rows with exact zeros from a causal mask", logits=masked),
-        case((4, 1), "a single entry along dim=-1 (shape (4, 1)): its gradient is 0"),
-        case((1, LONG_LENGTHS[2]), f"a long row of {LONG_LENGTHS[2]} probabilities, memory bounded", bound=True),
-        case((4, 6, 5), "non-contiguous p and grad_p along dim=1", dim=1, layout=_transposed),
+        case((), 4, 4, 4, 4, "one sequence, T=d_k=d_v=4 (every matrix square: only values tell)"),
+        case((3,), 5, 5, 4, 6, "batch of 3, T=5, d_k=4, d_v=6, causal=False given", causal=False),
+        case((2,), 2, 7, 3, 5, "cross-attention: batch of 2, T_q=2, T_k=7, d_k=3, d_v=5"),
+        case((2,), 6, 4, 8, 2, "cross-attention: batch of 2, T_q=6 > T_k=4, d_k=8, d_v=2"),
+        case((2, 3), 5, 7, 4, 3, "two leading batch dims (2, 3), T_q=5, T_k=7, d_k=4, d_v=3"),
+        case((2, 4), 6, 6, 8, 8, "causal=True, (B, H) = (2, 4), T=6, d=8", causal=True),
+        case((2,), 3, 6, 4, 5, "causal=True, T_q=3 < T_k=6: query i sees keys 0..i (top-left)", causal=True),
+        case((2,), 6, 4, 4, 3, "causal=True, T_q=6 > T_k=4: queries 3..5 see every key (top-left)", causal=True),
+        case((), 1, 6, 5, 2, "causal=True, a single query: it sees key 0 only", causal=True),
+        case((2,), 1, 1, 4, 3, "T_q=T_k=1: a single query and key (all weight on it, no gradient to q, k)"),
+        case((), 1, 6, 5, 2, "a single query, T_q=1, T_k=6"),
+        case((2,), 3, 4, 4, 5, "scores up to ~1000: exp(S) overflows float64, exp(S - lse) does not", scale=30.0),
+        case((2,), 4, 4, 4, 5, "scores up to ~1000, causal=True", causal=True, scale=30.0),
     ]
 
 
@@ -253,34 +256,6 @@ _BANS = ["ban:torch.autograd.grad", "ban:torch.autograd.backward", "ban:aten._so
 _F64 = " (float64)"
 
 CONTRACT = {
-    "softmax_backward": {
-        "ds = p * (dp - sum(p * dp, dim)) along dim, any axis (the sum keeps its dim)": [
-            "rows of shape (4, 7), default dim=-1" + _F64, "a vector of 5 probabilities" + _F64,
-            "shape (5, 4) along dim=0 (columns)" + _F64, "shape (2, 4, 3) along dim=-2" + _F64,
-            "shape (2, 3, 6) along dim=1" + _F64, "attention-shaped (B=2, H=3, T_q=4, T_k=6)" + _F64],
-        "square shapes, where a sum without keepdim broadcasts silently": [
-            "square (5, 5), default dim=-1 (a sum without keepdim broadcasts the wrong way)" + _F64,
-            "square (4, 4) along dim=0" + _F64],
-        "entries with p = 0 (masked) get gradient 0; saturated rows; a single entry": [
-            "rows with exact zeros from a causal mask" + _F64,
-            "saturated rows: logits with standard deviation 30 (almost one-hot)" + _F64,
-            "a single entry along dim=-1 (shape (4, 1)): its gradient is 0" + _F64],
-        "keeps the dtype, in float16, bfloat16, float32 and float64 (one check per dtype)": [
-            "rows of shape (4, 7), default dim=-1", "rows of shape (4, 7), default dim=-1 (float16)",
-            "rows of shape (4, 7), default dim=-1 (bfloat16)", "rows of shape (4, 7), default dim=-1" + _F64],
-        "float64 inside and a cast back is allowed": "visible only: a style, not a result; "
-            "tests/student_code/backprop/softmax_backward__correct_float64.py keeps full marks in every dtype",
-        "no Jacobian: nothing larger than twice the input, along every dim, in every dtype": [
-            "memory", "no Jacobian: 4 rows of 600 along dim=-1, memory bounded to twice the input",
-            "no Jacobian: 600 x 3 along dim=0, memory bounded to twice the input (float16)",
-            "no Jacobian: (2, 600, 3) along dim=1, memory bounded to twice the input (bfloat16)",
-            "no Jacobian: (2, 600, 3) along dim=1, memory bounded to twice the input" + _F64],
-        "long slices (O(n) work per slice)": ["a long row of 5003 probabilities, memory bounded" + _F64],
-        "non-contiguous p and grad_p": ["non-contiguous p and grad_p (stored transposed), rows of 6",
-                                        "non-contiguous p and grad_p along dim=1" + _F64],
-        "no autograd, no PyTorch softmax backward": _BANS,
-        "leaves its arguments unchanged": ["rows of shape (4, 7), default dim=-1" + _F64],
-    },
     "attention_backward": {
         "dV = A^T dO, dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k) (values tell where shapes do not)": [
             "one sequence, T=d_k=d_v=4 (every matrix square: only values tell)" + _F64,
@@ -303,6 +278,43 @@ CONTRACT = {
             "non-contiguous grad_out, q, k, v and weights (stored transposed)",
             "non-contiguous grad_out, q, k, v and weights (stored transposed)" + _F64],
         "no autograd": _BANS,
+    },
+    "attention_backward_from_lse": {
+        "P = exp(S - lse), D = rowsum(dO * O), dS = P * (dP - D); dV = P^T dO, dQ = dS K / sqrt(d_k), "
+        "dK = dS^T Q / sqrt(d_k) (values tell where shapes do not)": [
+            "one sequence, T=d_k=d_v=4 (every matrix square: only values tell)" + _F64,
+            "batch of 3, T=5, d_k=4, d_v=6, causal=False given" + _F64,
+            "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (causal left out)" + _F64],
+        "T_q != T_k and d_v != d_k; any leading batch dims": [
+            "cross-attention: batch of 2, T_q=2, T_k=7, d_k=3, d_v=5" + _F64,
+            "cross-attention: batch of 2, T_q=6 > T_k=4, d_k=8, d_v=2" + _F64,
+            "two leading batch dims (2, 3), T_q=5, T_k=7, d_k=4, d_v=3" + _F64],
+        "causal=True: query i sees keys j <= i, top-left aligned when T_q != T_k (P = 0 elsewhere)": [
+            "causal=True, T_q=T_k=5, d_k=3, d_v=2" + _F64, "causal=True, (B, H) = (2, 4), T=6, d=8" + _F64,
+            "causal=True, T_q=3 < T_k=6: query i sees keys 0..i (top-left)" + _F64,
+            "causal=True, T_q=6 > T_k=4: queries 3..5 see every key (top-left)" + _F64,
+            "causal=True, a single query: it sees key 0 only" + _F64],
+        "causal defaults to False": ["batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (causal left out)" + _F64,
+                                     "cross-attention: batch of 2, T_q=6 > T_k=4, d_k=8, d_v=2" + _F64],
+        "the weights only through exp(S - lse): scores beyond the range of exp": [
+            "scores up to ~1000: exp(S) overflows float64, exp(S - lse) does not" + _F64,
+            "scores up to ~1000, causal=True" + _F64],
+        "no softmax, log-sum-exp or row maximum of your own: the weights are rebuilt from lse": [
+            "ban:torch.softmax", "ban:torch.logsumexp", "ban:aten.logsumexp", "ban:aten.amax", "ban:aten.max"],
+        "edge sizes": ["T_q=T_k=1: a single query and key (all weight on it, no gradient to q, k)" + _F64,
+                       "a single query, T_q=1, T_k=6" + _F64],
+        "keeps the dtype, in float16, bfloat16, float32 and float64 (lse float32 for half inputs)": [
+            "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (causal left out)",
+            "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (causal left out) (float16)",
+            "causal=True, T_q=T_k=5, d_k=3, d_v=2 (bfloat16)",
+            "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6 (causal left out)" + _F64],
+        "any input may be non-contiguous": [
+            "non-contiguous grad_out, q, k, v and out (stored transposed), causal=True",
+            "non-contiguous grad_out, q, k, v and out (stored transposed), causal=True" + _F64],
+        "no autograd": _BANS,
+        "leaves its arguments unchanged": ["one sequence, T=d_k=d_v=4 (every matrix square: only values tell)" + _F64],
+        "memory is not graded (the statement says so)": "not gradable: the (T_q, T_k) weights are rebuilt whole "
+            "here, as the statement allows; chapter 9's tiled version never holds more than a tile of them",
     },
     "AttentionFunction": {
         "apply(q, k, v) = softmax(q k^T / sqrt(d_k)) v, differentiable through the hand-written backward": [

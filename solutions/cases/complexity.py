@@ -68,6 +68,10 @@ def attention_cost_cases(seed: int) -> list[Case]:
          causal=True, backward=True)
     case("flash backward, causal, heads=8, batch=4, float16", 256, 64, heads=8, batch=4, dtype=torch.float16,
          kind="flash", block_q=64, block_k=32, causal=True, backward=True)
+    case("flash backward, causal, block_q = block_k = 1: one query row per tile, T(T+1)/2 tiles", 29, 8,
+         dtype=torch.float32, kind="flash", block_q=1, block_k=1, causal=True, backward=True)
+    case("flash backward, block_q=96 larger than T=70, block_k=16: one query block, five key blocks", 70, 24,
+         kind="flash", block_q=96, block_k=16, backward=True)
     case("all arguments positionally", 64, 16, 2, 3, torch.float32, "flash", 16, 32, True, True)
     for dtype in ANY_DTYPES:
         name = str(dtype).removeprefix("torch.")
@@ -343,7 +347,9 @@ CONTRACT = {
              "flash forward, causal, block_q = block_k = 1: exactly T(T+1)/2 pairs"],
         "flash backward: 10 R d FLOPs (S recomputed); D pass, K, V, dK, dV once, Q, dO, L, D, dQ per tile":
             ["flash backward, T=512, d=64, blocks 128", "flash backward, causal, block_q=48, block_k=80",
-             "flash backward, causal, heads=8, batch=4, float16"],
+             "flash backward, causal, heads=8, batch=4, float16",
+             "flash backward, causal, block_q = block_k = 1: one query row per tile, T(T+1)/2 tiles",
+             "flash backward, block_q=96 larger than T=70, block_k=16: one query block, five key blocks"],
         "row statistics (L, D) are 4 bytes whatever the dtype":
             ["flash backward, causal, in float64", "flash backward, causal, in bool",
              "flash backward, causal, in complex128"],

@@ -150,6 +150,21 @@ def document_mask_cases(seed: int) -> list[Case]:
         Case(args=(torch.tensor([_runs(300, 500, 224)]),), label="long T=1024, documents of 300, 500 and 224"),
         Case(args=(torch.tensor(_runs(2, 3)),), raises="ValueError", label="1-D doc_ids (no batch axis)"),
         Case(args=(torch.tensor([[0.0, 0.0, 1.0]]),), raises="ValueError", label="float doc_ids"),
+        Case(args=(torch.tensor([_runs(3, 2, 3), _runs(1, 6, 1)]),), kwargs={"positions": True},
+             label="positions=True: documents of 3, 2, 3 and of 1, 6, 1 count from 0 each"),
+        Case(args=(torch.tensor([[0, 1, 0, 1, 1, 0, 2]]),), kwargs={"positions": True},
+             label="positions=True, ids not in contiguous runs: [0, 1, 0, 1, 1, 0, 2] -> [0, 0, 1, 1, 2, 2, 0]"),
+        Case(args=(torch.tensor([_runs(2, 3, 1)]), False, True),
+             label="positions=True with causal=False (positional): the positions do not depend on causal"),
+        Case(args=(torch.tensor([_runs(3, 2, first=7) + [-1, -1, -1]], dtype=torch.int16),),
+             kwargs={"positions": True, "causal": True},
+             label="positions=True, int16 ids 7, 8 and -1 padding: the padding counts 0, 1, 2 as its own document"),
+        Case(args=(random_runs,), kwargs={"positions": True}, label="positions=True, three rows of random runs"),
+        Case(args=(torch.tensor([[5]]),), kwargs={"positions": True}, label="positions=True, T=1: position 0"),
+        Case(args=(torch.tensor([_runs(300, 500, 224)]),), kwargs={"positions": True},
+             label="positions=True, long T=1024, documents of 300, 500 and 224"),
+        Case(args=(torch.tensor([_runs(2, 2)]),), kwargs={"positions": False},
+             label="positions=False given: the mask alone"),
     ]
 
 
@@ -418,6 +433,17 @@ CONTRACT = {
         "raises ValueError unless doc_ids is a 2-D integer tensor":
             ["1-D doc_ids (no batch axis)", "float doc_ids"],
         "on doc_ids.device": "not gradable: the grader has only a CPU",
+        "positions=True returns (mask, pos), pos (B, T) int64: earlier tokens of the same document, 0 first":
+            ["positions=True: documents of 3, 2, 3 and of 1, 6, 1 count from 0 each",
+             "positions=True, three rows of random runs", "positions=True, T=1: position 0",
+             "positions=True, long T=1024, documents of 300, 500 and 224"],
+        "positions by id, not by runs: ids that come back continue their document's count":
+            ["positions=True, ids not in contiguous runs: [0, 1, 0, 1, 1, 0, 2] -> [0, 0, 1, 1, 2, 2, 0]",
+             "positions=True, int16 ids 7, 8 and -1 padding: the padding counts 0, 1, 2 as its own document"],
+        "the positions do not depend on causal; positions is the third parameter":
+            ["positions=True with causal=False (positional): the positions do not depend on causal"],
+        "positions=False (the default) returns the mask alone":
+            ["positions=False given: the mask alone", "one row, documents of 3, 2 and 3 tokens, causal default"],
     },
     "masked_softmax": {
         "softmax along dim over the True entries, exactly 0 at the False ones":

@@ -318,15 +318,21 @@ def _swiglu_state(g: torch.Generator, d_model: int, d_ff: int) -> dict[str, torc
 
 
 def swiglu_cases(seed: int) -> list[Case]:
-    """``init = (d_model, d_ff)``; random weights (the gate with pre-activations of both signs and of size up to
-    ~6, where SiLU, GELU and a sigmoid gate all differ)."""
+    """``init = (d_model, d_ff)`` or, for Llama's width, ``(d_model,)`` and ``(d_model, None, multiple_of)``; random
+    weights (the gate with pre-activations of both signs and of size up to ~6, where SiLU, GELU and a sigmoid gate
+    all differ), loaded strictly, so a module of another width fails its case."""
     g = torch.Generator().manual_seed(seed)
 
-    def case(shape: tuple[int, ...], d_ff: int, label: str, grad: bool = False, layout=None,
-             scale: float = 1.0) -> Case:
+    def case(shape: tuple[int, ...], d_ff: int | None, label: str, grad: bool = False, layout=None,
+             scale: float = 1.0, multiple_of: int | None = None) -> Case:
         d = shape[-1]
         x = _randn(g, *shape, scale=scale)
-        return Case(args=(x if layout is None else layout(x),), init=(d, d_ff), state=_swiglu_state(g, d, d_ff),
+        init = (d, d_ff) if multiple_of is None else (d, d_ff, multiple_of)
+        if d_ff is None and multiple_of is None:
+            init = (d,)
+        m = 256 if multiple_of is None else multiple_of
+        width = d_ff if d_ff is not None else -(-(8 * d // 3) // m) * m  # Llama: int(8d/3), up to a multiple of m
+        return Case(args=(x if layout is None else layout(x),), init=init, state=_swiglu_state(g, d, width),
                     label=label, grad_output=_randn(g, *shape) if grad else None)
 
     return [
@@ -339,6 +345,13 @@ def swiglu_cases(seed: int) -> list[Case]:
         case((2, 4, 6), 12, "gradient with respect to the input", grad=True),
         case((2, 5, 8), 16, "a non-contiguous x (stride 2)", layout=non_contiguous),
         case((5, 2, 8), 16, "a transposed x (B and T swapped in memory)", layout=lambda x: x.transpose(0, 1)),
+        case((2, 3, 40), None, "Llama's width, d_model=40, multiple_of=256 by default: int(106.67) = 106 -> 256"),
+        case((2, 3, 4), None, "Llama's width, d_model=4, multiple_of=10: int(10.67) = 10 is a multiple already "
+             "(its ceiling would give 20)", multiple_of=10),
+        case((2, 3, 7), None, "Llama's width, d_model=7, multiple_of=1: int(18.67) = 18 (rounding would give 19)",
+             multiple_of=1),
+        case((2, 3, 33), None, "Llama's width, d_model=33, multiple_of=16: int(88) = 88 -> 96", multiple_of=16),
+        case((2, 3, 6), 16, "d_ff=16 given with multiple_of=7: the width is d_ff as given", multiple_of=7),
     ]
 
 
@@ -516,6 +529,14 @@ CONTRACT = {
             ["d_model=12, d_ff=32 = 8/3 * 12: the width is d_ff as given", "d_ff=4 < d_model=6"],
         "any leading dims": ["one sequence without batch dim, T=7, d_model=6, d_ff=10",
                              "leading dims (2, 3), T=4, d_model=5, d_ff=12"],
+        "d_ff=None: Llama's width, int(8 d_model / 3) rounded up to a multiple of multiple_of (256 by default)": [
+            "Llama's width, d_model=40, multiple_of=256 by default: int(106.67) = 106 -> 256",
+            "Llama's width, d_model=4, multiple_of=10: int(10.67) = 10 is a multiple already (its ceiling would give 20)",
+            "Llama's width, d_model=7, multiple_of=1: int(18.67) = 18 (rounding would give 19)",
+            "Llama's width, d_model=33, multiple_of=16: int(88) = 88 -> 96"],
+        "a d_ff given is used as it is, whatever multiple_of":
+            ["d_ff=16 given with multiple_of=7: the width is d_ff as given",
+             "d_model=12, d_ff=32 = 8/3 * 12: the width is d_ff as given"],
         "gradients flow to the input": ["gradient with respect to the input"],
         "any strides": ["a non-contiguous x (stride 2)", "a transposed x (B and T swapped in memory)"],
         "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
