@@ -53,6 +53,11 @@ def bottom_right_causal_mask_cases(seed: int) -> list[Case]:
         Case(args=(0, 4), label="no query: T_q=0, T_k=4"),
         Case(args=(3, 2048), label="3 queries over a long cache of 2048 keys"),
         Case(args=(2, 7), kwargs={"device": "cpu"}, label="T_q=2, T_k=7, device='cpu'"),
+        # the meta device: a mask built on the default device and not on the one given is caught without a GPU
+        Case(args=(3, 8), kwargs={"device": "meta"}, label="T_q=3, T_k=8, device='meta'"),
+        Case(args=(1, 300, torch.device("meta")), label="T_q=1, T_k=300, device=torch.device('meta') positionally"),
+        Case(args=(2, 6), again=(), label="called twice with T_q=2, T_k=6, the first mask overwritten in between: "
+                                          "a new tensor each call (no cache)"),
         Case(args=(3, 2), raises="ValueError", label="T_q=3 > T_k=2 raises ValueError"),
         Case(args=(-1, 4), raises="ValueError", label="negative T_q raises ValueError"),
     ]
@@ -478,7 +483,10 @@ CONTRACT = {
         "T_q == T_k gives the lower triangle, diagonal included": ["square T_q=T_k=3: the lower triangle"],
         "T_q = 0 gives an empty (0, T_k) mask": ["no query: T_q=0, T_k=4"],
         "long caches (cheap function)": ["3 queries over a long cache of 2048 keys"],
-        "made on `device` when one is given": ["T_q=2, T_k=7, device='cpu'"],
+        "made on `device` when one is given": ["T_q=2, T_k=7, device='cpu'", "T_q=3, T_k=8, device='meta'",
+                                               "T_q=1, T_k=300, device=torch.device('meta') positionally"],
+        "returns a new tensor (course rule: functions return new tensors)":
+            ["called twice with T_q=2, T_k=6, the first mask overwritten in between: a new tensor each call (no cache)"],
         "ValueError when T_q > T_k": ["T_q=3 > T_k=2 raises ValueError"],
         "ValueError for a negative length": ["negative T_q raises ValueError"],
         "dtypes of the inputs": "not gradable: the inputs are two integers; the mask is always bool",

@@ -49,6 +49,12 @@ def causal_mask_cases(seed: int) -> list[Case]:
         *[Case(args=(T,), label=f"long T={T}") for T in (*LONG_LENGTHS[:2], 1024)],
         Case(args=(9,), kwargs={"device": torch.device("cpu")}, label="T=9, device=torch.device('cpu')"),
         Case(args=(0,), label="T=0: an empty (0, 0) mask"),
+        # the meta device: a mask built on the default device and not on the one given is caught without a GPU
+        Case(args=(7,), kwargs={"device": "meta"}, label="T=7, device='meta': made on the device it is given"),
+        Case(args=(300, torch.device("meta")), label="T=300, device=torch.device('meta') passed positionally"),
+        # a new tensor every call: the caller's writes into the first mask must not reach the second
+        Case(args=(6,), again=(), label="called twice with T=6, the first mask overwritten in between: "
+                                        "a new tensor each call (no cache)"),
     ]
 
 
@@ -347,7 +353,10 @@ CONTRACT = {
         "device may be a string, a torch.device or None (positional or keyword)":
             ["T=8, device='cpu'", "T=9, device=torch.device('cpu')", "T=6, device=None passed positionally"],
         "is made on `device` (another device than the CPU)":
-            "not gradable: the grader has only a CPU, where a mask that ignores `device` is right too",
+            ["T=7, device='meta': made on the device it is given",
+             "T=300, device=torch.device('meta') passed positionally"],
+        "returns a new tensor (course rule: functions return new tensors)":
+            ["called twice with T=6, the first mask overwritten in between: a new tensor each call (no cache)"],
     },
     "padding_mask": {
         "side='right' (the default): (B, T) bool, m[b, j] = j < lengths[b]":

@@ -228,8 +228,9 @@ def attention_pool_cases(seed: int, gradients: bool = False, dtype: str = "float
     dt = DTYPES[dtype]
 
     def case(B: int, T: int, d_v: int, label: str, mask: torch.Tensor | None = None, scale: float = 1.0,
-             dtype: torch.dtype = dt, garbage: float = 0.0, layout: str = "", raises: str | None = None) -> Case:
-        scores = _randn(g, B, T, scale=scale, dtype=dtype)
+             dtype: torch.dtype = dt, garbage: float = 0.0, layout: str = "", raises: str | None = None,
+             shift: float = 0.0) -> Case:
+        scores = _randn(g, B, T, scale=scale, dtype=dtype) + shift
         values = _randn(g, B, T, d_v, dtype=dtype)
         if mask is not None and garbage:
             # what padding often holds: scores far larger than the real ones, which must not matter
@@ -284,6 +285,8 @@ def attention_pool_cases(seed: int, gradients: bool = False, dtype: str = "float
         case(3, 6, 2, "NaN scores at the masked positions (any value may stand there)",
              mask=_padding_mask(g, 3, 6), garbage=float("nan")),
         case(3, 6, 2, "-inf scores at the masked positions", mask=_padding_mask(g, 3, 6), garbage=float("-inf")),
+        case(3, 6, 3, "every allowed score around -3e4, far below -1e4: a finite fill such as -1e4 outweighs them",
+             mask=_padding_mask(g, 3, 6), scale=5.0, shift=-3e4),
         _garbage_values(case(3, 6, 4, "values at the masked positions hold any finite value (1e30 here)",
                              mask=_padding_mask(g, 3, 6)), 1e30),
     ]
@@ -529,6 +532,8 @@ CONTRACT = {
             ["a 1-D mask (T,) shared by the batch", "a mask (1, T) broadcast over the batch"],
         "scores of any size: no overflow":
             ["large scores (around +-500: exp overflows unless you subtract the max), no mask"],
+        "masked positions removed (set to -inf), not given a finite score: allowed scores far below -1e4 too":
+            ["every allowed score around -3e4, far below -1e4: a finite fill such as -1e4 outweighs them"],
         "keeps the inputs' dtype in float16, bfloat16, float32 and float64 (a mask fill the dtype can hold)":
             ["padding mask: B=4, T=7, d_v=2, scores of the padded positions are garbage up to 2e3" + F16,
              "padding mask: B=4, T=7, d_v=2, scores of the padded positions are garbage up to 2e3" + BF16,
