@@ -357,6 +357,8 @@ def sinusoidal_cases(seed: int) -> list[Case]:
         Case(args=(4, 5), raises="ValueError", label="odd d_model=5 (ValueError)"),
         Case(args=(4, 0), raises="ValueError", label="d_model=0 (ValueError)"),
         Case(args=(-1, 4), raises="ValueError", label="T=-1 (ValueError)"),
+        Case(args=(6, 8), again=(), label="called twice with T=6, d_model=8, the first table overwritten in between: "
+                                          "a new tensor each call (no cache)"),
     ]
 
 
@@ -469,5 +471,7 @@ CONTRACT = {
             "long sequence T=300, d_model=16", "long sequence T=600, d_model=64", "long sequence T=5003, d_model=32"],
         "raises ValueError for odd or non-positive d_model, negative T": [
             "odd d_model=5 (ValueError)", "d_model=0 (ValueError)", "T=-1 (ValueError)"],
+        "returns a new tensor (course rule: functions return new tensors)": [
+            "called twice with T=6, d_model=8, the first table overwritten in between: a new tensor each call (no cache)"],
     },
 }
