@@ -227,6 +227,10 @@ def sdpa_dtype_cases(seed: int, dtype: str) -> list[Case]:
     if dtype in ("float32", "float64"):  # not in half precision, as for softmax_dtype_cases
         cases.append(Case(args=_identity_keys(g, extreme_scores(g, 2, 16, kind="very_negative", dtype=dtype)),
                           label=tag("every score of a row below -100", dtype)))
+        low = (randn(g, 3, 16, dtype=dtype) * 5.0 - 3e4).to(DTYPES[dtype])  # float16 would round -3e4 by 16
+        cases.append(Case(args=(*_identity_keys(g, low), _mask(g, 3, 16)),
+                          label=tag("every allowed score around -3e4, far below -1e4, next to masked entries",
+                                    dtype)))
     return cases
 
 
@@ -436,6 +440,9 @@ CONTRACT = {
         "scores all far below zero (float32, float64), or one far above the rest (every dtype)": [
             "every score of a row below -100", "every score of a row below -100 (float64)"]
             + _dtypes("one score per row 60 above the others"),
+        "masked scores removed (-inf), not given a finite fill: allowed scores far below -1e4 too (float32, float64)": [
+            "every allowed score around -3e4, far below -1e4, next to masked entries",
+            "every allowed score around -3e4, far below -1e4, next to masked entries (float64)"],
         "any layout of q, k, v": ["non-contiguous q, k and v (transposed and strided views)"],
         "T=1": ["T=1: a single query and key"],
         "must not call F.scaled_dot_product_attention": [
