@@ -288,16 +288,21 @@ def grouped_query_attention_cases(seed: int) -> list[Case]:
         label: str,
         bias: bool | None = None,
         past_kw: bool = False,
+        dtype: str | None = None,
+        twice: bool = False,
     ) -> Case:
-        x = _randn(g, B, T, d_model)
+        dt = getattr(torch, dtype) if dtype else torch.float32
+        x = _randn(g, B, T, d_model, dtype=dt)
         init_kwargs = {} if bias is None else {"bias": bias}
+        more = {"module_dtype": dtype, "again": (_randn(g, B, T, d_model, dtype=dt),) if twice else None}
         if T_past is None:
-            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), label=label)
+            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), label=label, **more)
         d_head = d_model // h
-        past = (_randn(g, B, h_kv, T_past, d_head), _randn(g, B, h_kv, T_past, d_head))
+        past = (_randn(g, B, h_kv, T_past, d_head, dtype=dt), _randn(g, B, h_kv, T_past, d_head, dtype=dt))
         if past_kw:
-            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), kwargs={"past": past}, label=label)
-        return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x, past), label=label)
+            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), kwargs={"past": past}, label=label,
+                        **more)
+        return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x, past), label=label, **more)
 
     return [
         case(32, 8, 2, 2, 6, None, "GQA d_model=32, 8 query heads, 2 kv heads (groups of 4), T=6, no cache"),
@@ -310,6 +315,10 @@ def grouped_query_attention_cases(seed: int) -> list[Case]:
         case(24, 6, 2, 2, 4, None, "bias=True", bias=True),
         case(16, 4, 2, 3, 1, None, "T=1, no cache: a single token"),
         case(16, 8, 2, 1, 12, None, "d_head=2, T=12"),
+        case(32, 8, 2, 2, 5, None, "a float64 module and input, no cache", dtype="float64"),
+        case(32, 8, 4, 2, 2, 6, "a float64 module, a float64 cache of 6, 2 new tokens", dtype="float64"),
+        case(24, 6, 2, 2, 5, None, "one module called twice with past=None, on another x of the same shape, the first "
+                                   "output overwritten in between", twice=True),
         Case(
             init=(30, 4, 2),
             state={},
@@ -564,8 +573,13 @@ CONTRACT = {
             "GQA d_model=32, 8 query heads, 2 kv heads (groups of 4), T=6, no cache",
             "MQA: one kv head shared by 6 query heads",
         ],  # the reference equals enable_gqa: test_decoding_reference.py
-        "float16, bfloat16, float64": "not gradable: a check builds the module in float32 (its weights come "
-        "from the reference's state_dict); dtypes are graded in decode_step",
+        "float64 (the module converted, its input and cache in float64)": [
+            "a float64 module and input, no cache", "a float64 module, a float64 cache of 6, 2 new tokens"],
+        "float16, bfloat16": "not gradable here: the exercise's one check compares at float32 tolerances; half "
+        "precision is graded in decode_step",
+        "no state kept between calls (the cache is what past and present carry)": [
+            "one module called twice with past=None, on another x of the same shape, the first output overwritten "
+            "in between"],
     },
     "kv_cache_bytes": {
         "= 2 * layers * kv heads * d_head * tokens * batch * element size": [

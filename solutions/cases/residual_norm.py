@@ -304,6 +304,8 @@ def feed_forward_cases(seed: int) -> list[Case]:
         Case(args=(_randn(g, 2, 5, 8, scale=40.0),), init=(8, 16),
              label="inputs of scale 40: hidden activations far above 6 (a ReLU has no upper clip)"),
         Case(args=(non_contiguous(_randn(g, 2, 5, 8)),), init=(8, 16), label="a non-contiguous x (stride 2)"),
+        Case(args=(_randn(g, 2, 4, 6),), again=(_randn(g, 2, 4, 6),), init=(6, 12),
+             label="one module called twice, on another x of the same shape (batch of 2, T=4, d_model=6, d_ff=12), the first output overwritten in between"),
     ]
 
 
@@ -507,7 +509,7 @@ CONTRACT = {
             ["inputs of scale 40: hidden activations far above 6 (a ReLU has no upper clip)"],
         "gradients flow to the input": ["gradient with respect to the input"],
         "any strides": ["a non-contiguous x (stride 2)"],
-        "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
+        "keeps no state between calls": ["one module called twice, on another x of the same shape (batch of 2, T=4, d_model=6, d_ff=12), the first output overwritten in between"],
     },
     "SwiGLU": {
         "down_proj(silu(gate_proj(x)) * up_proj(x)), SiLU on the gate branch":
