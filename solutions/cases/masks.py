@@ -391,7 +391,9 @@ CONTRACT = {
             ["long T=5003, four sequences", "long T=600, left padding"],
         "raises ValueError for a side other than 'right' or 'left'": ["side='center': neither 'right' nor 'left'"],
         "on lengths.device":
-            "not gradable: the grader has only a CPU, where a mask that ignores the device is right too",
+            "not gradable: the grader has only a CPU, where a mask that ignores the device is right too; the meta "
+            "device (which catches this in causal_mask) holds no values, and the function must read the lengths' "
+            "values to validate them",
     },
     "attention_mask": {
         "(B, 1, T, T) bool, keys masked by padding_mask(lengths, T, side), queries not":
@@ -420,7 +422,8 @@ CONTRACT = {
         "raises ValueError for an unknown side": ["side='top': neither 'right' nor 'left'"],
         "attention with the mask is finite forward and backward":
             "visible only: implied by the exact comparison (no row is empty); the visible test runs SDPA backward",
-        "on lengths.device": "not gradable: the grader has only a CPU",
+        "on lengths.device": "not gradable: the grader has only a CPU; the meta device (which catches this in "
+                             "causal_mask) holds no lengths' values to read",
     },
     "document_mask": {
         "(B, 1, T, T) bool, m[b, 0, i, j] = same document and j <= i (causal=True, the default)":
