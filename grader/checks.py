@@ -125,6 +125,10 @@ class Case:
     each half is ``(output, [grads])`` as in a one-call gradient case.
     ``module_dtype`` (module cases) converts the module after its weights are loaded,
     ``module.to(torch.<module_dtype>)``: a module built in another dtype than the default.
+    ``fresh`` (a forward case) makes the result that is judged the one read after the call's inputs were
+    overwritten in place (as :func:`_spoil` does; they are put back before anything else reads them): a result
+    that is, or views, an input (``present = (k_new, v_new)``) then shows it. Results cross to the grader as
+    plain data, so a shared storage can only be seen here, in the call.
     """
 
     args: tuple = ()
@@ -140,6 +144,7 @@ class Case:
     max_live: int | None = None
     again: tuple | None = None
     module_dtype: str | None = None
+    fresh: bool = False
 
 
 
@@ -744,6 +749,8 @@ def _float_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
 def _call(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
     fn = _target(obj, case)
     if case.again is None:
+        if case.grad_output is None and case.fresh:
+            return _unaliased(_finish(fn(*args, **kwargs)), (args, kwargs))
         if case.grad_output is None:
             return _finish(fn(*args, **kwargs))
         leaves = _requiring_grad(args, kwargs)
@@ -799,6 +806,23 @@ def _clone_result(x: Any, _depth: int = 0) -> Any:
     if type(x) is dict:
         return {k: _clone_result(v, _depth + 1) for k, v in x.items()}
     return x
+
+
+def _unaliased(result: Any, inputs: Any) -> Any:
+    """A copy of ``result`` read while every input tensor's storage is overwritten (then restored): where the
+    result shares memory with an input, the copy holds the overwritten values."""
+    storages: dict[int, Any] = {}
+    for t in _tensors(inputs):
+        if _TB.layout.__get__(t) == torch.strided and _TB.device.__get__(t).type != "meta":
+            storages.setdefault(id(_TB.untyped_storage(t)), t)
+    saved = [(t, _TB.untyped_storage(t).clone()) for t in storages.values()]
+    try:
+        _spoil(list(storages.values()))
+        return _clone_result(result)
+    finally:
+        with torch._C.DisableTorchFunction(), _DISABLE_MODES(), torch.no_grad():
+            for t, copy_ in saved:
+                _TB.untyped_storage(t).copy_(copy_)
 
 
 def _spoil(x: Any, _depth: int = 0) -> None:

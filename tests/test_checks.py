@@ -737,3 +737,22 @@ def test_a_module_case_converts_the_module_and_calls_one_instance_twice():
 
     with pytest.raises(CheckFailed, match="one module, two inputs"):
         run_local(check, KeepsTheFirst)
+
+
+def first_row(x):
+    return x[0].clone()
+
+
+def row_cases(seed: int) -> list[Case]:
+    return [Case(args=(torch.arange(6.0).reshape(2, 3),), fresh=True, label="fresh")]
+
+
+def test_a_fresh_case_catches_a_result_that_shares_the_callers_memory_and_leaves_the_inputs_as_they_were():
+    check = Check("close", "first_row", f"{__name__}:row_cases", reference=f"{__name__}:first_row")
+    run_local(check, first_row)
+    with pytest.raises(CheckFailed, match="contains NaN") as info:
+        run_local(check, lambda x: x[0])  # a view of the input: the caller's later writes reach it
+    assert info.value.case == "fresh"
+    (case,) = row_cases(0)
+    (outcome,) = checks.evaluate(lambda x: x[0], [case])
+    assert np.array_equal(outcome.inputs_after[0][0].value, np.arange(6.0).reshape(2, 3))  # put back after reading

@@ -93,6 +93,7 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         scale: float = 1.0,
         past_kw: bool = False,
         layout=None,
+        fresh: bool = False,
     ) -> Case:
         q = _randn(g, *batch, T_new, d_k, scale=scale, dtype=dt)
         k_new, v_new = _randn(g, *batch, T_new, d_k, scale=scale, dtype=dt), _randn(g, *batch, T_new, d_v, dtype=dt)
@@ -104,8 +105,9 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         if layout is not None:
             q, k_new, v_new, past = layout(q, k_new, v_new, past)
         if past_kw:
-            return Case(args=(q, k_new, v_new), kwargs={"past": past}, label=_tag(label, dt))
-        return Case(args=(q, k_new, v_new) if past is None else (q, k_new, v_new, past), label=_tag(label, dt))
+            return Case(args=(q, k_new, v_new), kwargs={"past": past}, label=_tag(label, dt), fresh=fresh)
+        return Case(args=(q, k_new, v_new) if past is None else (q, k_new, v_new, past), label=_tag(label, dt),
+                    fresh=fresh)
 
     def strided(q, k_new, v_new, past):
         return q, k_new, v_new, (_strided(past[0]), _strided(past[1]))
@@ -130,6 +132,7 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         case((2, 2), 8, 3, 8, 8, "the cache is a non-contiguous view (stored transposed)", layout=strided),
         case((2, 3), 5, 1, 4, 4, "the cache is expanded over heads (one tensor, stride 0)", layout=expanded),
         case((2,), 40, 1, 8, 8, "a long cache of 40 tokens, one new token"),
+        case((2, 2), None, 3, 4, 4, "no cache (past=None), read after the inputs were overwritten: present holds new tensors, not the caller's k_new and v_new", fresh=True),
         _float64_decode(g),
     ]
 
@@ -520,6 +523,7 @@ CONTRACT = {
             "2-D inputs (T, d): no batch axes",
         ],
         "d_k may differ from d_v": ["(B=2, H=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5"],
+        "present is new tensors, never the caller's k_new and v_new (past=None)": ["no cache (past=None), read after the inputs were overwritten: present holds new tensors, not the caller's k_new and v_new"],
         "feeding a sequence token by token equals full causal attention": [
             "batch (2, 2), T=8 fed in chunks [1, 1, 1, 1, 1, 1, 1, 1]: tokens 7..7"
         ],

@@ -206,12 +206,13 @@ def layer_norm_backward_cases(seed: int, dtype: str = "float32") -> list[Case]:
     dt = DTYPES[dtype]
 
     def case(shape: tuple[int, ...], label: str, eps: float | None = None, scale: float = 1.0,
-             grad=None, x_layout=None) -> Case:
+             grad=None, x_layout=None, fresh: bool = False) -> Case:
         x = randn(g, *shape, scale=scale, dtype=dt)
         go = randn(g, *shape, dtype=dt) if grad is None else grad
         gamma = randn(g, shape[-1], scale=0.5, shift=1.0, dtype=dt)
         kwargs = {} if eps is None else {"eps": eps}
-        return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype))
+        return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, fresh=fresh,
+                    label=label if label.startswith("float64") else tag(label, dtype))
 
     if dtype != "float32":
         out = [case((3, 4, 16), "(B=3, T=4, d=16), a dense grad_out, default eps"),
@@ -226,6 +227,7 @@ def layer_norm_backward_cases(seed: int, dtype: str = "float32") -> list[Case]:
         case((2, 3, 6), "leading dims (2, 3): dgamma and dbeta sum over every token of every sequence"),
         case((2, 2, 3, 4), "three leading dims (2, 2, 3), d=4"),
         case((7,), "a single token x of shape (d,) = (7,): dgamma = grad_out * x_hat, dbeta = grad_out"),
+        case((5,), "a single token (5,), read after the inputs were overwritten: dbeta is a new tensor, not grad_out itself", fresh=True),
         case((6, 4), "d=4 (the biased variance, divide by d)"),
         case((4, 2), "d=2, eps=0.01 (the mean and the variance terms of dx matter most)", eps=0.01),
         case((3, 5), "eps=0.5 by keyword", eps=0.5),
@@ -464,8 +466,7 @@ CONTRACT = {
             [_HALF_BWD + _H16, _HALF_BWD + _B16, _HALF_BWD + " (float64)", "d=6, eps=0.1 by keyword (float64)",
              "tokens of spread 300, whose squared deviations overflow float16; grad_out of scale 300" + _H16],
         "leaves grad_out and x unchanged": ["5 tokens of d=8, a dense grad_out, default eps"],
-        "returns new tensors, not grad_out itself (a single token's dbeta)":
-            "not gradable: the grader compares values, which a returned input has too; the statement says so",
+        "returns new tensors, not grad_out itself (a single token's dbeta)": ["a single token (5,), read after the inputs were overwritten: dbeta is a new tensor, not grad_out itself"],
         "no autograd and no built-in norm": ["ban:torch.autograd.grad", "ban:torch.Tensor.backward",
                                              "ban:torch.autograd.backward", "ban:aten.native_layer_norm_backward",
                                              "ban:torch.nn.functional.layer_norm"],
