@@ -19,6 +19,9 @@ import torch.nn as nn
 
 from grader.checks import Case
 from solutions.capstone import CapstoneLM, generate
+from solutions.cases.families import far_below_qk
+
+_FAR_BELOW = "every allowed score around -3e4, far below -1e4: the future removed (-inf), not given a finite fill"
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
@@ -455,6 +458,8 @@ def causal_gqa_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
              label="large scores (entries of size ~6)"),
         Case(args=(x(2, 4, 6, 8), x(2, 6, 2, 8).transpose(1, 2), x(2, 2, 6, 8)),
              label="non-contiguous k (a transposed view)"),
+        Case(args=(*far_below_qk(g, (2, 4), (2, 2), 6, 6), x(2, 2, 6, 16)),
+             label="GQA 4 heads over 2, " + _FAR_BELOW),
         Case(args=(x(2, 4, 6, 8), x(2, 3, 6, 8), x(2, 3, 6, 8)), raises="ValueError",
              label="3 kv heads do not divide 4 query heads"),
         Case(args=(x(2, 4, 6, 8), x(2, 2, 5, 8), x(2, 2, 5, 8)), raises="ValueError", label="k shorter than q"),
@@ -603,6 +608,8 @@ CONTRACT = {
              "float32: MQA: 8 heads over 1", "float32: MHA: 6 heads over 6"],
         "query i reads keys j <= i, scale 1/sqrt(d)": ["float32: GQA 4 heads over 2, T=6",
                                                        "T=1: each query sees itself"],
+        "the future removed (-inf), whatever the scores: every allowed score far below -1e4 too":
+            ["GQA 4 heads over 2, " + _FAR_BELOW],
         "stable for large scores; non-contiguous inputs": ["large scores (entries of size ~6)",
                                                            "non-contiguous k (a transposed view)"],
         "the inputs' dtype": ["float16: GQA 4 heads over 2, T=6", "float16: MQA: 8 heads over 1"],

@@ -23,6 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from grader.checks import Case
+from solutions.cases.families import far_below_qk
+
+_FAR_BELOW = "every allowed score around -3e4, far below -1e4: the future removed (-inf), not given a finite fill"
 
 #: Tolerances of the property judges (float32 and float64 inputs).
 ATOL, RTOL = 1e-5, 1e-4
@@ -133,8 +136,16 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         case((2, 3), 5, 1, 4, 4, "the cache is expanded over heads (one tensor, stride 0)", layout=expanded),
         case((2,), 40, 1, 8, 8, "a long cache of 40 tokens, one new token"),
         case((2, 2), None, 3, 4, 4, "no cache (past=None), read after the inputs were overwritten: present holds new tensors, not the caller's k_new and v_new", fresh=True),
+        _far_below_decode(g),
         _float64_decode(g),
     ]
+
+
+def _far_below_decode(g: torch.Generator) -> Case:
+    q, k = far_below_qk(g, (2, 2), (2, 2), 3, 7)  # 4 cached tokens, 3 new ones
+    v = _randn(g, 2, 2, 7, 4)
+    return Case(args=(q, k[..., 4:, :], v[..., 4:, :], (k[..., :4, :], v[..., :4, :])),
+                label="a chunk of 3 new tokens over a cache of 4, " + _FAR_BELOW)
 
 
 def _float64_decode(g: torch.Generator) -> Case:
@@ -240,6 +251,8 @@ def cached_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
         case((), 1, 1, 4, 2, "one token, nothing cached before it (T_q = T_k = 1)"),
         case((2, 2), 2, 6, 4, 4, "large scores (entries ~6)", scale=6.0),
         case((3,), 4, 64, 8, 8, "a long cache of 64 keys, 4 new queries"),
+        Case(args=(*far_below_qk(g, (2,), (2,), 3, 8), _randn(g, 2, 8, 4)),
+             label="3 new queries over 8 keys, " + _FAR_BELOW),
         Case(
             args=(
                 _randn(g, 2, 2, 1, 4, dtype=torch.float64),
@@ -523,6 +536,8 @@ CONTRACT = {
             "2-D inputs (T, d): no batch axes",
         ],
         "d_k may differ from d_v": ["(B=2, H=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5"],
+        "the future removed (-inf), whatever the scores: every allowed score far below -1e4 too": [
+            "a chunk of 3 new tokens over a cache of 4, " + _FAR_BELOW],
         "present is new tensors, never the caller's k_new and v_new (past=None)": ["no cache (past=None), read after the inputs were overwritten: present holds new tensors, not the caller's k_new and v_new"],
         "feeding a sequence token by token equals full causal attention": [
             "batch (2, 2), T=8 fed in chunks [1, 1, 1, 1, 1, 1, 1, 1]: tokens 7..7"
@@ -667,6 +682,8 @@ CONTRACT = {
         "a chunk of new queries: bottom-right causal among them": [
             "batch 2, a chunk of 3 new queries over 9 keys, d_k=8, d_v=5"
         ],
+        "the masked keys removed (-inf), whatever the scores: every allowed score far below -1e4 too": [
+            "3 new queries over 8 keys, " + _FAR_BELOW],
         "T_q = T_k is plain causal attention": [
             "T_q = T_k = 5: no cache, plain causal attention",
             "batch (1,), 6 new queries over 6 keys",

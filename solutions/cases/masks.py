@@ -18,6 +18,7 @@ from solutions.cases.families import (
     LONG_LENGTHS,
     expanded,
     extreme_scores,
+    far_below_qk,
     fill_masked,
     mask_broadcasts,
     non_contiguous,
@@ -284,22 +285,11 @@ def causal_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
              label="non-contiguous q, k, v: (B, T, H, d) transposed to (B, H, T, d)"),
         Case(args=(t(1, 5, 4).expand(3, 5, 4), t(1, 5, 4).expand(3, 5, 4), t(5, 2).expand(3, 5, 2)),
              label="expanded q, k, v (stride 0 along the batch)"),
-        Case(args=_far_below(g, 2, 6, 3), label="every score around -3e4, far below -1e4 (q and k opposed): "
-                                                   "the future removed (-inf), not given a finite fill"),
+        Case(args=(*far_below_qk(g, (2,), (2,), 6, 6), randn(g, 2, 6, 3)),
+             label="every score around -3e4, far below -1e4 (q and k opposed): the future removed (-inf), not given a "
+                   "finite fill"),
     ]
     return cases
-
-
-def _far_below(g: torch.Generator, B: int, T: int, d_v: int) -> tuple[torch.Tensor, ...]:
-    """q, k (d_k = 16), v whose scores q_i . k_j / 4 are the integers -29929 + c_i e_j, c and e in -2..2: every
-    product and sum is exact in float32, so the weights do not depend on the order of the arithmetic, and a finite
-    fill of -1e4 for the future outweighs every allowed score."""
-    c = torch.randint(-2, 3, (B, T), generator=g).float()
-    e = torch.randint(-2, 3, (B, T), generator=g).float()
-    q, k = torch.zeros(B, T, 16), torch.zeros(B, T, 16)
-    q[..., 0], q[..., 1] = 2 * 173.0, 2 * c
-    k[..., 0], k[..., 1] = -2 * 173.0, 2 * e
-    return q, k, torch.randn(B, T, d_v, generator=g)
 
 
 def future_change_pairs_cases(seed: int) -> list[Case]:
