@@ -265,7 +265,8 @@ def to_plain(x: Any, _depth: int = 0) -> Any:
     """Convert a returned value to plain data, refusing anything that could lie to a comparison.
 
     Accepted: exact ``torch.Tensor`` / ``nn.Parameter`` and exact ``np.ndarray`` (numeric or bool),
-    Python and numpy scalars, ``None``, ``str``, tuples/lists (become lists) and dicts with str keys.
+    Python scalars and numpy floats (as Python numbers), numpy integers (kept: a 0-d numpy array of their dtype),
+    ``None``, ``str``, tuples/lists (become lists) and dicts with str keys.
     Raises ``TypeError`` with a message for the student otherwise.
     """
     if _depth > 8:
@@ -295,11 +296,15 @@ def to_plain(x: Any, _depth: int = 0) -> Any:
         return Array("numpy", str(x.dtype), np.ndarray.copy(x))
     if t is bool or t is np.bool_:
         return bool(x)
-    if t is int or t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+    if t is int:
         value = int(x)
         if value.bit_length() > MAX_INT_BITS:
             raise TypeError(f"returned an integer of {value.bit_length()} bits (limit {MAX_INT_BITS})")
         return value
+    if t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        # kept a numpy integer (a 0-d array of its dtype): where the reference returns a Python int, one that
+        # wraps at 2^63 is a wrong answer, whatever its value here (compare)
+        return Array("numpy", str(np.dtype(t)), np.asarray(x))
     if t is float or t in (np.float16, np.float32, np.float64):
         return float(x)
     if x is None:
@@ -328,6 +333,8 @@ def from_plain(x: Any) -> Any:
             return torch.from_numpy(x.value.copy())
         if x.kind == "meta":
             return torch.empty(tuple(x.value.tolist()), dtype=getattr(torch, x.dtype), device="meta")
+        if x.value.ndim == 0 and x.value.dtype.kind in "iu":
+            return x.value[()]  # a numpy integer, as it was returned
         return x.value.copy()
     if isinstance(x, list):
         return tuple(from_plain(v) for v in x)
@@ -950,6 +957,10 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
         if got.dtype != expected.dtype:
             return f"{name} has dtype {got.dtype}, expected {expected.dtype}"
         return None
+    if (isinstance(expected, Array) and expected.kind == "numpy" and expected.value.ndim == 0
+            and expected.value.dtype.kind in "iu" and type(got) is int):
+        value = expected.value[()]  # the reference returned a numpy integer: a Python int of its value is right too
+        return None if got == int(value) else f"{name} is {got!r}, expected {int(value)!r}"
     if isinstance(expected, Array):
         if not isinstance(got, Array):
             return f"{name} should be a {'tensor' if expected.kind == 'torch' else 'numpy array'}, got {_kind(got)}"
@@ -999,6 +1010,9 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
         same = type(got) is type(expected) and got == expected
         return None if same else f"{name} is {got!r}, expected {expected!r}"
     if isinstance(expected, int):
+        if isinstance(got, Array) and got.kind == "numpy" and got.value.ndim == 0 and got.value.dtype.kind in "iu":
+            return (f"{name} is a numpy {got.dtype} ({got.value[()]}), expected a Python int {expected!r}: numpy "
+                    "integers wrap around past their range, Python ints do not")
         return None if (type(got) is int and got == expected) else f"{name} is {got!r}, expected {expected!r}"
     if isinstance(expected, float):
         if type(got) not in (int, float) or isinstance(got, bool):

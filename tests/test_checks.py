@@ -756,3 +756,24 @@ def test_a_fresh_case_catches_a_result_that_shares_the_callers_memory_and_leaves
     (case,) = row_cases(0)
     (outcome,) = checks.evaluate(lambda x: x[0], [case])
     assert np.array_equal(outcome.inputs_after[0][0].value, np.arange(6.0).reshape(2, 3))  # put back after reading
+
+
+def count_cases(seed: int) -> list[Case]:
+    return [Case(args=(3, 4), label="product")]
+
+
+def product(a, b):
+    return a * b
+
+
+def test_a_numpy_integer_is_not_the_python_int_the_reference_returns():
+    plain = to_plain(np.int64(12))
+    assert plain.kind == "numpy" and plain.dtype == "int64" and plain.value.shape == ()
+    check = Check("close", "product", f"{__name__}:count_cases", reference=f"{__name__}:product")
+    run_local(check, product)
+    with pytest.raises(CheckFailed, match="numpy int64 .* expected a Python int"):
+        run_local(check, lambda a, b: np.prod([a, b]))
+    # where the reference itself returns a numpy integer, a Python int of the same value is right too
+    assert checks.compare(to_plain(np.int32(12)), 12, 0, 0) is None
+    assert checks.compare(to_plain(np.int32(12)), 13, 0, 0) is not None
+    assert type(checks.from_plain(plain)) is np.int64

@@ -594,7 +594,7 @@ CONTRACT = {
         ],  # the reference equals enable_gqa: test_decoding_reference.py
         "float64 (the module converted, its input and cache in float64)": [
             "a float64 module and input, no cache", "a float64 module, a float64 cache of 6, 2 new tokens"],
-        "float16, bfloat16": "not gradable here: the exercise's one check compares at float32 tolerances; half "
+        "float16, bfloat16": "not gradable: the exercise's one check compares at float32 tolerances; half "
         "precision is graded in decode_step",
         "no state kept between calls (the cache is what past and present carry)": [
             "one module called twice with past=None, on another x of the same shape, the first output overwritten "

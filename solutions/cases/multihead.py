@@ -256,7 +256,7 @@ def multihead_attention_cases(seed: int) -> list[Case]:
              label="MultiHeadAttention(d_model=10, n_heads=4): 10 is not divisible by 4"),
         case(2, 5, 12, 3, "a float64 module and input: B=2, T=5, d_model=12, h=3, causal mask", mask=_causal(5),
              dtype="float64"),
-        case(2, 4, 8, 2, "a float64 module and input, return_weights=True: B=2, T=4, d_model=8, h=2",
+        case(2, 5, 8, 2, "a float64 module and input, return_weights=True: B=2, T=5, d_model=8, h=2",
              dtype="float64", weights=True),
         case(2, 6, 8, 2, "one module called twice, on another x of the same shape (B=2, T=6, d_model=8, h=2), "
                          "the first output overwritten in between", mask=_causal(6), twice=True),
@@ -415,7 +415,7 @@ CONTRACT = {
             "B=2, T=5, d_model=12, h=3 (d_head=4), no mask"],
         "float32, the dtype of the module's parameters":
             ["a float64 module and input: B=2, T=5, d_model=12, h=3, causal mask",
-             "a float64 module and input, return_weights=True: B=2, T=4, d_model=8, h=2"],
+             "a float64 module and input, return_weights=True: B=2, T=5, d_model=8, h=2"],
         "the same module called twice gives the same answer (no state kept between calls)":
             ["one module called twice, on another x of the same shape (B=2, T=6, d_model=8, h=2), "
              "the first output overwritten in between"],
