@@ -129,6 +129,9 @@ class Case:
     overwritten in place (as :func:`_spoil` does; they are put back before anything else reads them): a result
     that is, or views, an input (``present = (k_new, v_new)``) then shows it. Results cross to the grader as
     plain data, so a shared storage can only be seen here, in the call.
+    ``requires_grad`` (a forward case) hands the floating tensor arguments over requiring grad, as the outputs
+    of a model do (attention weights read from a forward pass): ``.numpy()`` on them, or writing into them,
+    then raises; no backward pass is made.
     """
 
     args: tuple = ()
@@ -145,6 +148,7 @@ class Case:
     again: tuple | None = None
     module_dtype: str | None = None
     fresh: bool = False
+    requires_grad: bool = False
 
 
 
@@ -755,6 +759,8 @@ def _float_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
 
 def _call(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
     fn = _target(obj, case)
+    if case.requires_grad and case.grad_output is None:
+        _requiring_grad(args, kwargs)
     if case.again is None:
         if case.grad_output is None and case.fresh:
             return _unaliased(_finish(fn(*args, **kwargs)), (args, kwargs))

@@ -777,3 +777,20 @@ def test_a_numpy_integer_is_not_the_python_int_the_reference_returns():
     assert checks.compare(to_plain(np.int32(12)), 12, 0, 0) is None
     assert checks.compare(to_plain(np.int32(12)), 13, 0, 0) is not None
     assert type(checks.from_plain(plain)) is np.int64
+
+
+def grad_free_cases(seed: int) -> list[Case]:
+    return [Case(args=(torch.arange(1.0, 4.0),), requires_grad=True, label="from a forward pass")]
+
+
+def test_a_requires_grad_case_hands_over_inputs_that_refuse_numpy_and_writes():
+    check = Check("close", "double", f"{__name__}:grad_free_cases", reference=f"{__name__}:doubled")
+    run_local(check, doubled)
+    with pytest.raises(CheckFailed, match="numpy"):
+        run_local(check, lambda x: torch.from_numpy(x.numpy() * 2))
+    with pytest.raises(CheckFailed, match="in-place|leaf"):
+        run_local(check, lambda x: x.mul_(2))
+
+
+def doubled(x):
+    return x * 2
