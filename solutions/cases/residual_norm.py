@@ -389,11 +389,15 @@ def block_cases(seed: int) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
 
     def case(B: int, T: int, d_model: int, n_heads: int, d_ff: int, label: str,
-             mask: torch.Tensor | None = None, scale: float = 1.0, grad: bool = False) -> Case:
+             mask: torch.Tensor | None = None, scale: float = 1.0, grad: bool = False, tiny: bool = False) -> Case:
         x = _randn(g, B, T, d_model, scale=scale)
         grad_output = _randn(g, B, T, d_model) if grad else None
+        state = _block_state(g, d_model, d_ff)
+        if tiny:  # attention of tiny inputs stays tiny: what the first LayerNorm of either block then sees
+            state["attn.in_proj_bias"] = torch.zeros_like(state["attn.in_proj_bias"])
+            state["attn.out_proj.bias"] = torch.zeros_like(state["attn.out_proj.bias"])
         return Case(args=(x,) if mask is None else (x, mask), init=(d_model, n_heads, d_ff),
-                    state=_block_state(g, d_model, d_ff), label=label, grad_output=grad_output)
+                    state=state, label=label, grad_output=grad_output)
 
     return [
         case(2, 5, 8, 2, 16, "no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16"),
@@ -405,6 +409,7 @@ def block_cases(seed: int) -> list[Case]:
         case(2, 1, 4, 1, 6, "T=1: a single token, one head", mask=torch.ones(1, 1, dtype=torch.bool)),
         case(2, 4, 6, 2, 5, "inputs of scale 5, d_ff=5 < d_model=6", scale=5.0),
         case(2, 5, 8, 2, 16, "gradient with respect to x, causal mask", mask=_causal(5), grad=True),
+        case(2, 5, 8, 2, 16, "inputs of std 1e-3, attention biases 0: the tokens' variance is tiny, so the LayerNorms' default eps=1e-5 matters", mask=_causal(5), scale=1e-3, tiny=True),
     ]
 
 
@@ -538,6 +543,7 @@ _BLOCK = {
     "state_dict: the twelve stated names and shapes (loaded with strict=True)":
         ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16", "causal (T, T) mask: B=3, T=6, d_model=12, n_heads=3"],
     "gradients flow to x": ["gradient with respect to x, causal mask"],
+    "norm1, norm2 = nn.LayerNorm(d_model): its default eps=1e-5, not another": ["inputs of std 1e-3, attention biases 0: the tokens' variance is tiny, so the LayerNorms' default eps=1e-5 matters"],
     "only the wiring is graded: ReLU pre-activations kept in (0, 6)": ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16"],
     "keeps no state between calls": "visible only: the visible tests call one block several times with different "
                                     "masks; each hidden case builds a fresh module",
