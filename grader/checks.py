@@ -114,6 +114,24 @@ class Case:
     a small allowance -- so "materialise the whole (T_q, T_k) matrix" fails however it is disguised.
     ``max_live`` (with ``max_numel``) also bounds the elements alive at once in tensors created during
     the call, which catches many small blocks kept together (a list of every block's scores).
+    ``again`` makes the case two calls of one target (the same function, the same module instance, the same
+    ``autograd.Function``): first with ``args``, then with ``again`` (``()``: fresh copies of ``args``), the
+    same ``kwargs`` both times, and the case's result is ``[first, second]``. Without ``grad_output`` the
+    first result is copied and then overwritten in place (every element of the storage of every tensor in
+    it: floats NaN, bools negated, integers plus one) before the second call, so a result kept and handed
+    out again (``lru_cache``, a table kept on the module by shape) shows in the second. With
+    ``grad_output`` both calls are made before any backward pass, then each output is back-propagated in
+    turn (the same ``grad_output``, so ``again`` keeps the shapes): state kept outside ``ctx`` shows, and
+    each half is ``(output, [grads])`` as in a one-call gradient case.
+    ``module_dtype`` (module cases) converts the module after its weights are loaded,
+    ``module.to(torch.<module_dtype>)``: a module built in another dtype than the default.
+    ``fresh`` (a forward case) makes the result that is judged the one read after the call's inputs were
+    overwritten in place (as :func:`_spoil` does; they are put back before anything else reads them): a result
+    that is, or views, an input (``present = (k_new, v_new)``) then shows it. Results cross to the grader as
+    plain data, so a shared storage can only be seen here, in the call.
+    ``requires_grad`` (a forward case) hands the floating tensor arguments over requiring grad, as the outputs
+    of a model do (attention weights read from a forward pass): ``.numpy()`` on them, or writing into them,
+    then raises; no backward pass is made.
     """
 
     args: tuple = ()
@@ -127,6 +145,10 @@ class Case:
     grad_output: Any = None
     max_numel: int | None = None
     max_live: int | None = None
+    again: tuple | None = None
+    module_dtype: str | None = None
+    fresh: bool = False
+    requires_grad: bool = False
 
 
 
@@ -138,7 +160,8 @@ def metered(case: Case) -> bool:
 
 def stub(case: Case) -> Case:
     """A metered case without its inputs (what the sandbox's plan holds): its label, bounds and kind."""
-    return dataclasses.replace(case, args=(), kwargs={}, init=None, init_kwargs={}, state=None, grad_output=None)
+    return dataclasses.replace(case, args=(), kwargs={}, init=None, init_kwargs={}, state=None, grad_output=None,
+                               again=None)
 
 #: Python-side allocation allowance (bytes) on top of ``8 * max_numel`` for memory-bounded cases.
 PYTHON_ALLOWANCE = 256 * 1024
@@ -180,7 +203,7 @@ class Check:
 class Array:
     """Plain-data form of a returned array: where it came from, its dtype name and its values."""
 
-    kind: str  # "torch" | "numpy"
+    kind: str  # "torch" | "numpy" | "meta" (a tensor on the meta device: ``value`` is its shape)
     dtype: str
     value: np.ndarray
 
@@ -246,7 +269,8 @@ def to_plain(x: Any, _depth: int = 0) -> Any:
     """Convert a returned value to plain data, refusing anything that could lie to a comparison.
 
     Accepted: exact ``torch.Tensor`` / ``nn.Parameter`` and exact ``np.ndarray`` (numeric or bool),
-    Python and numpy scalars, ``None``, ``str``, tuples/lists (become lists) and dicts with str keys.
+    Python scalars and numpy floats (as Python numbers), numpy integers (kept: a 0-d numpy array of their dtype),
+    ``None``, ``str``, tuples/lists (become lists) and dicts with str keys.
     Raises ``TypeError`` with a message for the student otherwise.
     """
     if _depth > 8:
@@ -259,6 +283,8 @@ def to_plain(x: Any, _depth: int = 0) -> Any:
         if layout != torch.strided or _TB.is_quantized.__get__(x):
             raise TypeError(f"returned a tensor with unsupported layout {layout}")
         dtype = str(_TB.dtype.__get__(x)).removeprefix("torch.")
+        if _TB.device.__get__(x).type == "meta":  # no values: its shape stands for it (kind "meta")
+            return Array("meta", dtype, np.asarray(tuple(_TB.size(x)), dtype=np.int64))
         with torch._C.DisableTorchFunction(), _DISABLE_MODES():  # modes a cell left pushed do not see this
             base = _TB.cpu(_TB.detach(x))
             if _TB.dtype.__get__(base) in (torch.bfloat16, torch.float16):
@@ -274,11 +300,15 @@ def to_plain(x: Any, _depth: int = 0) -> Any:
         return Array("numpy", str(x.dtype), np.ndarray.copy(x))
     if t is bool or t is np.bool_:
         return bool(x)
-    if t is int or t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+    if t is int:
         value = int(x)
         if value.bit_length() > MAX_INT_BITS:
             raise TypeError(f"returned an integer of {value.bit_length()} bits (limit {MAX_INT_BITS})")
         return value
+    if t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        # kept a numpy integer (a 0-d array of its dtype): where the reference returns a Python int, one that
+        # wraps at 2^63 is a wrong answer, whatever its value here (compare)
+        return Array("numpy", str(np.dtype(t)), np.asarray(x))
     if t is float or t in (np.float16, np.float32, np.float64):
         return float(x)
     if x is None:
@@ -305,6 +335,10 @@ def from_plain(x: Any) -> Any:
     if isinstance(x, Array):
         if x.kind == "torch":
             return torch.from_numpy(x.value.copy())
+        if x.kind == "meta":
+            return torch.empty(tuple(x.value.tolist()), dtype=getattr(torch, x.dtype), device="meta")
+        if x.value.ndim == 0 and x.value.dtype.kind in "iu":
+            return x.value[()]  # a numpy integer, as it was returned
         return x.value.copy()
     if isinstance(x, list):
         return tuple(from_plain(v) for v in x)
@@ -724,12 +758,41 @@ def _float_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
 
 
 def _call(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
+    fn = _target(obj, case)
+    if case.requires_grad and case.grad_output is None:
+        _requiring_grad(args, kwargs)
+    if case.again is None:
+        if case.grad_output is None and case.fresh:
+            return _unaliased(_finish(fn(*args, **kwargs)), (args, kwargs))
+        if case.grad_output is None:
+            return _finish(fn(*args, **kwargs))
+        leaves = _requiring_grad(args, kwargs)
+        result = _finish(fn(*args, **kwargs))
+        _backprop(result, case.grad_output)
+        return result, [t.grad for t in leaves]
+    args2, kwargs2 = _clone(case.again if case.again else case.args), _clone(case.kwargs)
     if case.grad_output is None:
-        return _forward(obj, case, args, kwargs)
+        first = _finish(fn(*args, **kwargs))
+        kept = _clone_result(first)
+        _spoil(first)
+        return [kept, _finish(fn(*args2, **kwargs2))]
+    leaves1 = _requiring_grad(args, kwargs)
+    first = _finish(fn(*args, **kwargs))
+    leaves2 = _requiring_grad(args2, kwargs2)
+    second = _finish(fn(*args2, **kwargs2))  # both applied before either backward pass
+    _backprop(first, case.grad_output)
+    _backprop(second, case.grad_output)
+    return [[first, [t.grad for t in leaves1]], [second, [t.grad for t in leaves2]]]
+
+
+def _requiring_grad(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     leaves = _float_tensors(args, kwargs)
     for t in leaves:
         t.requires_grad_(True)
-    result = _forward(obj, case, args, kwargs)
+    return leaves
+
+
+def _backprop(result: Any, grad_output: Any) -> None:
     first = result[0] if isinstance(result, (tuple, list)) and result else result
     if type(first) is not torch.Tensor:
         raise TypeError(f"returned {type(first).__name__}, expected a tensor to back-propagate through")
@@ -740,14 +803,74 @@ def _call(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
     # recorder as the student's calls (and a TorchFunctionMode is popped while it handles one, so calls made
     # inside the student's own backward would go unrecorded).
     torch.autograd.Variable._execution_engine.run_backward(
-        (first,), (_clone(case.grad_output),), False, False, (), allow_unreachable=True, accumulate_grad=True)
-    return result, [t.grad for t in leaves]
+        (first,), (_clone(grad_output),), False, False, (), allow_unreachable=True, accumulate_grad=True)
 
 
-def _forward(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
+def _clone_result(x: Any, _depth: int = 0) -> Any:
+    """A copy of a returned structure's tensors (same layouts), kept before :func:`_spoil` overwrites them;
+    anything else is kept as it is (:func:`to_plain` judges it later)."""
+    if _depth > 8:
+        return x
+    if type(x) is torch.Tensor or type(x) is torch.nn.Parameter:
+        with torch.no_grad():
+            return clone_layout(x)
+    if type(x) is tuple or type(x) is list:
+        return [_clone_result(v, _depth + 1) for v in x]
+    if type(x) is dict:
+        return {k: _clone_result(v, _depth + 1) for k, v in x.items()}
+    return x
+
+
+def _unaliased(result: Any, inputs: Any) -> Any:
+    """A copy of ``result`` read while every input tensor's storage is overwritten (then restored): where the
+    result shares memory with an input, the copy holds the overwritten values."""
+    storages: dict[int, Any] = {}
+    for t in _tensors(inputs):
+        if _TB.layout.__get__(t) == torch.strided and _TB.device.__get__(t).type != "meta":
+            storages.setdefault(id(_TB.untyped_storage(t)), t)
+    saved = [(t, _TB.untyped_storage(t).clone()) for t in storages.values()]
+    try:
+        _spoil(list(storages.values()))
+        return _clone_result(result)
+    finally:
+        with torch._C.DisableTorchFunction(), _DISABLE_MODES(), torch.no_grad():
+            for t, copy_ in saved:
+                _TB.untyped_storage(t).copy_(copy_)
+
+
+def _spoil(x: Any, _depth: int = 0) -> None:
+    """Overwrite, in place, every element of the storage of every tensor in a returned structure (floats with
+    NaN, bools negated, integers plus one): what the caller may do with a result it owns. A result kept and
+    returned again by a later call is then wrong there."""
+    if _depth > 8:
+        return
+    if type(x) is torch.Tensor or type(x) is torch.nn.Parameter:
+        if _TB.layout.__get__(x) != torch.strided or _TB.device.__get__(x).type == "meta":
+            return
+        with torch._C.DisableTorchFunction(), _DISABLE_MODES(), torch.no_grad():
+            t = _TB.detach(x)
+            storage = _TB.untyped_storage(t)
+            flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                storage, 0, (storage.nbytes() // max(t.element_size(), 1),), (1,))
+            if flat.is_floating_point() or flat.is_complex():
+                flat.fill_(float("nan"))
+            elif flat.dtype == torch.bool:
+                flat.logical_not_()
+            else:
+                flat.add_(1)
+    elif type(x) is tuple or type(x) is list:
+        for v in x:
+            _spoil(v, _depth + 1)
+    elif type(x) is dict:
+        for v in x.values():
+            _spoil(v, _depth + 1)
+
+
+def _target(obj: Any, case: Case) -> Any:
+    """What a case calls: ``obj`` (or its ``method``), or a module built from ``obj`` (given the case's
+    weights, in eval mode) or its ``method``."""
     if case.init is None:
-        fn = getattr(obj, case.method) if case.method else obj
-        return fn(*args, **kwargs)
+        return getattr(obj, case.method) if case.method else obj
     module = obj(*_clone(case.init), **_clone(case.init_kwargs))
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"{type(module).__name__} is not a torch.nn.Module")
@@ -758,12 +881,25 @@ def _forward(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
             first = str(exc).strip().splitlines()
             raise TypeError("its parameters do not match the expected names and shapes: "
                             + " ".join(line.strip() for line in first[:3])) from None
+    if case.module_dtype is not None:
+        dtype = getattr(torch, case.module_dtype, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown module_dtype {case.module_dtype!r}")
+        module = module.to(dtype)
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"{type(module).__name__} is not a torch.nn.Module")
     module.eval()
-    fn = getattr(module, case.method) if case.method else module
-    result = fn(*args, **kwargs)
+    return getattr(module, case.method) if case.method else module
+
+
+def _finish(result: Any) -> Any:
     if isinstance(result, types.GeneratorType):  # e.g. method="named_parameters": read it (bounded) into a list
         result = list(itertools.islice(result, MAX_ITEMS + 1))
     return result
+
+
+def _forward(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
+    return _finish(_target(obj, case)(*args, **kwargs))
 
 
 def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Outcome]:
@@ -815,6 +951,22 @@ def _where(label: str, path: str) -> str:
 def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -> str | None:
     """Return None when ``got`` matches ``expected`` within tolerances, else a short reason."""
     name = path or "the result"
+    if isinstance(expected, Array) and (expected.kind == "meta" or (isinstance(got, Array) and got.kind == "meta")):
+        if not isinstance(got, Array) or got.kind != expected.kind:
+            if expected.kind == "meta":
+                got_kind = "one on the CPU" if isinstance(got, Array) and got.kind == "torch" else _kind(got)
+                return (f"{name} should be a tensor on the device it was asked for (this case passes "
+                        f"device='meta'), got {got_kind}: make it on `device`, not on the default device")
+            return f"{name} should be a tensor with values, got a tensor on the meta device"
+        if got.value.tolist() != expected.value.tolist():
+            return f"{name} has shape {tuple(got.value.tolist())}, expected {tuple(expected.value.tolist())}"
+        if got.dtype != expected.dtype:
+            return f"{name} has dtype {got.dtype}, expected {expected.dtype}"
+        return None
+    if (isinstance(expected, Array) and expected.kind == "numpy" and expected.value.ndim == 0
+            and expected.value.dtype.kind in "iu" and type(got) is int):
+        value = expected.value[()]  # the reference returned a numpy integer: a Python int of its value is right too
+        return None if got == int(value) else f"{name} is {got!r}, expected {int(value)!r}"
     if isinstance(expected, Array):
         if not isinstance(got, Array):
             return f"{name} should be a {'tensor' if expected.kind == 'torch' else 'numpy array'}, got {_kind(got)}"
@@ -864,6 +1016,9 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
         same = type(got) is type(expected) and got == expected
         return None if same else f"{name} is {got!r}, expected {expected!r}"
     if isinstance(expected, int):
+        if isinstance(got, Array) and got.kind == "numpy" and got.value.ndim == 0 and got.value.dtype.kind in "iu":
+            return (f"{name} is a numpy {got.dtype} ({got.value[()]}), expected a Python int {expected!r}: numpy "
+                    "integers wrap around past their range, Python ints do not")
         return None if (type(got) is int and got == expected) else f"{name} is {got!r}, expected {expected!r}"
     if isinstance(expected, float):
         if type(got) not in (int, float) or isinstance(got, bool):
@@ -878,7 +1033,7 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
 
 def _kind(x: Any) -> str:
     if isinstance(x, Array):
-        return "a tensor" if x.kind == "torch" else "a numpy array"
+        return {"torch": "a tensor", "meta": "a tensor on the meta device"}.get(x.kind, "a numpy array")
     if isinstance(x, list):
         return f"a tuple of {len(x)} values"
     return f"a {type(x).__name__}"

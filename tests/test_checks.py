@@ -596,3 +596,201 @@ def test_a_memory_bound_that_could_not_be_measured_fails_the_case(monkeypatch):
     with pytest.raises(CheckFailed, match="could not have its memory measured"):
         run_local(check, blockwise_logsumexp)
 
+
+
+# ---------------------------------------------------------------------------------------------------
+# issue 30: the meta device, a target called twice, a module in another dtype
+
+
+def ones_mask(T, device=None):
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def mask_cases(seed: int) -> list[Case]:
+    return [Case(args=(4,), kwargs={"device": "meta"}, label="meta"),
+            Case(args=(3,), again=(), label="twice")]
+
+
+def test_a_result_on_the_meta_device_is_its_shape_and_dtype_and_a_cpu_result_fails_it():
+    plain = to_plain(torch.empty(2, 3, dtype=torch.float16, device="meta"))
+    assert plain.kind == "meta" and plain.dtype == "float16" and plain.value.tolist() == [2, 3]
+    check = Check("close", "mask", f"{__name__}:mask_cases", reference=f"{__name__}:ones_mask")
+    run_local(check, ones_mask)
+    run_local(check, lambda T, device=None: torch.ones(T, T, dtype=torch.bool).tril().to(device))  # moved: on it
+    with pytest.raises(CheckFailed, match="device it was asked for .*got one on the CPU") as info:
+        run_local(check, lambda T, device=None: torch.ones(T, T, dtype=torch.bool).tril())
+    assert info.value.case == "meta"
+    with pytest.raises(CheckFailed, match="has shape"):
+        run_local(check, lambda T, device=None: torch.ones(T, T + 1, dtype=torch.bool, device=device))
+    from_plain = checks.from_plain(plain)
+    assert from_plain.device.type == "meta" and from_plain.shape == (2, 3)
+
+
+def test_a_meta_result_and_a_meta_input_cross_the_wire(tmp_path):
+    from grader.grading import wire
+
+    wire.write(tmp_path, [checks.Outcome(output=to_plain(torch.empty(5, 1, device="meta")))])
+    (back,) = wire.read(tmp_path)
+    assert back.output.kind == "meta" and back.output.value.tolist() == [5, 1]
+    wire.write(tmp_path / "in", [Case(args=(torch.empty(3, 2, dtype=torch.int32, device="meta"),))])
+    (case,) = wire.read(tmp_path / "in")
+    assert case.args[0].device.type == "meta" and case.args[0].shape == (3, 2) and case.args[0].dtype == torch.int32
+
+
+def test_a_case_called_twice_overwrites_the_first_result_so_a_cache_shows():
+    import functools
+
+    check = Check("close", "mask", f"{__name__}:mask_cases", reference=f"{__name__}:ones_mask")
+    cached = functools.lru_cache(maxsize=None)(ones_mask)
+    with pytest.raises(CheckFailed, match=r"output\[1\] differs") as info:
+        run_local(check, cached)
+    assert info.value.case == "twice"
+    table = torch.ones(64, 64, dtype=torch.bool).tril()  # a slice of a shared buffer: the caller's writes reach it
+    with pytest.raises(CheckFailed, match="twice"):
+        run_local(check, lambda T, device=None: table[:T, :T] if device is None else ones_mask(T, device))
+    # a float result is overwritten with NaN, an integer one plus one: the same tensor handed out twice shows
+    for value in (torch.arange(3.0), torch.arange(3)):
+        spoiled = value.clone()
+        checks._spoil([spoiled])
+        assert not torch.equal(spoiled, value)
+
+
+class Stash(torch.autograd.Function):
+    """x * y with what backward needs kept on ctx."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * y, grad * x
+
+
+class StashOnTheClass(torch.autograd.Function):
+    """The same, with what backward needs kept on the class: the last apply wins."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        StashOnTheClass.saved = (x.detach(), y.detach())
+        return x * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = StashOnTheClass.saved
+        return grad * y, grad * x
+
+
+def stash_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+
+    def r():
+        return torch.randn(2, 3, dtype=torch.float64, generator=g)
+
+    return [Case(args=(r(), r()), method="apply", grad_output=r(), again=(r(), r()), label="two applies")]
+
+
+def test_two_applies_before_one_backward_catch_state_kept_outside_ctx():
+    check = Check("close", "Stash", f"{__name__}:stash_cases", reference=f"{__name__}:Stash", atol=1e-12, rtol=0)
+    run_local(check, Stash)
+    with pytest.raises(CheckFailed, match=r"output\[0\]\[1\]\[0\] is off"):
+        run_local(check, StashOnTheClass)
+    (case,) = stash_cases(0)
+    assert checks.stub(case).again is None  # a metered case's plan holds no inputs, the second call's neither
+
+
+class Scale(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(d))
+
+    def forward(self, x):
+        return x * self.w
+
+
+class ScaleInFloat32(Scale):
+    def forward(self, x):
+        return x.float() * self.w.float()
+
+
+def scale_cases(seed: int) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    return [Case(init=(3,), args=(torch.randn(2, 3, dtype=torch.float64, generator=g),), module_dtype="float64",
+                 label="float64 module"),
+            Case(init=(3,), args=(torch.randn(2, 3, generator=g),), again=(torch.randn(2, 3, generator=g),),
+                 label="one module, two inputs")]
+
+
+def test_a_module_case_converts_the_module_and_calls_one_instance_twice():
+    check = Check("module", "Scale", f"{__name__}:scale_cases", reference=f"{__name__}:Scale")
+    run_local(check, Scale)
+    with pytest.raises(CheckFailed, match="dtype float32, expected float64"):
+        run_local(check, ScaleInFloat32)
+
+    class KeepsTheFirst(Scale):
+        def forward(self, x):
+            if not hasattr(self, "first"):
+                self.first = x * self.w
+            return self.first
+
+    with pytest.raises(CheckFailed, match="one module, two inputs"):
+        run_local(check, KeepsTheFirst)
+
+
+def first_row(x):
+    return x[0].clone()
+
+
+def row_cases(seed: int) -> list[Case]:
+    return [Case(args=(torch.arange(6.0).reshape(2, 3),), fresh=True, label="fresh")]
+
+
+def test_a_fresh_case_catches_a_result_that_shares_the_callers_memory_and_leaves_the_inputs_as_they_were():
+    check = Check("close", "first_row", f"{__name__}:row_cases", reference=f"{__name__}:first_row")
+    run_local(check, first_row)
+    with pytest.raises(CheckFailed, match="contains NaN") as info:
+        run_local(check, lambda x: x[0])  # a view of the input: the caller's later writes reach it
+    assert info.value.case == "fresh"
+    (case,) = row_cases(0)
+    (outcome,) = checks.evaluate(lambda x: x[0], [case])
+    assert np.array_equal(outcome.inputs_after[0][0].value, np.arange(6.0).reshape(2, 3))  # put back after reading
+
+
+def count_cases(seed: int) -> list[Case]:
+    return [Case(args=(3, 4), label="product")]
+
+
+def product(a, b):
+    return a * b
+
+
+def test_a_numpy_integer_is_not_the_python_int_the_reference_returns():
+    plain = to_plain(np.int64(12))
+    assert plain.kind == "numpy" and plain.dtype == "int64" and plain.value.shape == ()
+    check = Check("close", "product", f"{__name__}:count_cases", reference=f"{__name__}:product")
+    run_local(check, product)
+    with pytest.raises(CheckFailed, match="numpy int64 .* expected a Python int"):
+        run_local(check, lambda a, b: np.prod([a, b]))
+    # where the reference itself returns a numpy integer, a Python int of the same value is right too
+    assert checks.compare(to_plain(np.int32(12)), 12, 0, 0) is None
+    assert checks.compare(to_plain(np.int32(12)), 13, 0, 0) is not None
+    assert type(checks.from_plain(plain)) is np.int64
+
+
+def grad_free_cases(seed: int) -> list[Case]:
+    return [Case(args=(torch.arange(1.0, 4.0),), requires_grad=True, label="from a forward pass")]
+
+
+def test_a_requires_grad_case_hands_over_inputs_that_refuse_numpy_and_writes():
+    check = Check("close", "double", f"{__name__}:grad_free_cases", reference=f"{__name__}:doubled")
+    run_local(check, doubled)
+    with pytest.raises(CheckFailed, match="numpy"):
+        run_local(check, lambda x: torch.from_numpy(x.numpy() * 2))
+    with pytest.raises(CheckFailed, match="in-place|leaf"):
+        run_local(check, lambda x: x.mul_(2))
+
+
+def doubled(x):
+    return x * 2

@@ -96,6 +96,8 @@ class Writer:
     def encode(self, x: Any) -> Any:
         if isinstance(x, Array):
             return {"$array": self.array(x.value), "kind": x.kind, "dtype": x.dtype}
+        if (type(x) is torch.Tensor or type(x) is torch.nn.Parameter) and x.device.type == "meta":
+            return {"$meta": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}  # no values to send
         if type(x) is torch.Tensor or type(x) is torch.nn.Parameter:
             t = x.detach().cpu()
             dtype = str(t.dtype).removeprefix("torch.")
@@ -223,9 +225,12 @@ class _Reader:
         key = next(iter(x))
         if key == "$array":
             kind, dtype = x.get("kind"), x.get("dtype")
-            if kind not in ("torch", "numpy") or not isinstance(dtype, str) or len(dtype) > 32:
+            if kind not in ("torch", "numpy", "meta") or not isinstance(dtype, str) or len(dtype) > 32:
                 raise WireError("bad array description")
-            return Array(kind, dtype, self.array(x["$array"]))
+            value = self.array(x["$array"])
+            if kind == "meta" and (value.ndim != 1 or value.dtype != np.int64 or len(value) > 16):
+                raise WireError("bad meta tensor description")
+            return Array(kind, dtype, value)
         if key == "$tensor":
             dtype = _DTYPES.get(x.get("dtype")) if isinstance(x.get("dtype"), str) else None
             if dtype is None:
@@ -234,6 +239,13 @@ class _Reader:
             if "layout" in x:
                 t = _strided(t, x["layout"])
             return t
+        if key == "$meta":
+            dtype = _DTYPES.get(x.get("dtype")) if isinstance(x.get("dtype"), str) else None
+            size = x["$meta"]
+            if (dtype is None or not isinstance(size, list) or len(size) > 16
+                    or not all(type(v) is int and 0 <= v < 2**40 for v in size)):
+                raise WireError("bad meta tensor")
+            return torch.empty(size, dtype=dtype, device="meta")
         if key == "$ndarray":
             return self.array(x["$ndarray"]).copy()
         if key == "$npscalar":

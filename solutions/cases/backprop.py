@@ -178,14 +178,20 @@ def attention_function_cases(seed: int, dtype: str = "float64") -> list[Case]:
     dt = _dtype(dtype)
 
     def case(batch: tuple[int, ...], T_q: int, T_k: int, d_k: int, d_v: int, label: str,
-             scale: float = 1.0, layout=None) -> Case:
+             scale: float = 1.0, layout=None, twice: bool = False, broadcast_grad: bool = False) -> Case:
         q = _randn(g, *batch, T_q, d_k, scale=scale, dtype=dt)
         k = _randn(g, *batch, T_k, d_k, scale=scale, dtype=dt)
         v = _randn(g, *batch, T_k, d_v, dtype=dt)
         grad_output = _randn(g, *batch, T_q, d_v, dtype=dt)
+        if broadcast_grad:  # what out.sum(dim=-2) hands back: the same row for every query, stride 0
+            grad_output = _randn(g, *batch, 1, d_v, dtype=dt).expand(*batch, T_q, d_v)
         if layout is not None:
             q, k, v, grad_output = (layout(t) for t in (q, k, v, grad_output))
-        return Case(args=(q, k, v), method="apply", grad_output=grad_output, label=tag(label, dt))
+        again = None
+        if twice:  # other inputs of the same shapes, applied before the first backward
+            again = (_randn(g, *batch, T_q, d_k, dtype=dt), _randn(g, *batch, T_k, d_k, dtype=dt),
+                     _randn(g, *batch, T_k, d_v, dtype=dt))
+        return Case(args=(q, k, v), method="apply", grad_output=grad_output, again=again, label=tag(label, dt))
 
     every_dtype = [
         case((2,), 3, 5, 4, 6, "batch of 2, T_q=3, T_k=5, d_k=4, d_v=6"),
@@ -201,6 +207,9 @@ def attention_function_cases(seed: int, dtype: str = "float64") -> list[Case]:
         case((2, 3), 5, 7, 4, 3, "two leading batch dims (2, 3), T_q=5, T_k=7, d_k=4, d_v=3"),
         case((2,), 1, 1, 4, 3, "T_q=T_k=1: a single query and key"),
         case((2,), 3, 4, 16, 5, "large logits: q, k entries of size ~3 (saturated softmax)", scale=3.0),
+        case((2,), 3, 5, 4, 6, "applied twice (other q, k, v of the same shapes) before either backward", twice=True),
+        case((2,), 4, 5, 3, 2, "a broadcast grad_output (stride 0 along the queries, as out.sum(-2) gives)",
+             broadcast_grad=True),
     ]
 
 
@@ -218,16 +227,22 @@ def cross_attention_cases(seed: int, dtype: str = "float64") -> list[Case]:
     dt = _dtype(dtype)
 
     def case(batch: tuple[int, ...], T_q: int, T_k: int, d_x: int, d_y: int, d_k: int, d_v: int,
-             label: str, self_attention: bool = False, layout=None) -> Case:
-        x = _randn(g, *batch, T_q, d_x, dtype=dt)
-        y = x.clone() if self_attention else _randn(g, *batch, T_k, d_y, dtype=dt)
-        W_q = _randn(g, d_x, d_k, scale=d_x ** -0.5, dtype=dt)
-        W_k = _randn(g, d_y, d_k, scale=d_y ** -0.5 * 2, dtype=dt)  # a little sharper than uniform attention
-        W_v = _randn(g, d_y, d_v, scale=d_y ** -0.5, dtype=dt)
+             label: str, self_attention: bool = False, layout=None, twice: bool = False) -> Case:
+        def draw():
+            x = _randn(g, *batch, T_q, d_x, dtype=dt)
+            y = x.clone() if self_attention else _randn(g, *batch, T_k, d_y, dtype=dt)
+            W_q = _randn(g, d_x, d_k, scale=d_x ** -0.5, dtype=dt)
+            W_k = _randn(g, d_y, d_k, scale=d_y ** -0.5 * 2, dtype=dt)  # a little sharper than uniform attention
+            W_v = _randn(g, d_y, d_v, scale=d_y ** -0.5, dtype=dt)
+            return x, y, W_q, W_k, W_v
+
+        x, y, W_q, W_k, W_v = draw()
         grad_out = _randn(g, *batch, T_q, d_v, dtype=dt)
         if layout is not None:
             x, y, W_q, W_k, W_v, grad_out = (layout(t) for t in (x, y, W_q, W_k, W_v, grad_out))
-        return Case(args=(x, y, W_q, W_k, W_v), method="apply", grad_output=grad_out, label=tag(label, dt))
+        again = draw() if twice else None  # other inputs of the same shapes, applied before the first backward
+        return Case(args=(x, y, W_q, W_k, W_v), method="apply", grad_output=grad_out, again=again,
+                    label=tag(label, dt))
 
     if dt is not torch.float64:
         return [
@@ -246,6 +261,8 @@ def cross_attention_cases(seed: int, dtype: str = "float64") -> list[Case]:
         case((2, 2), 3, 5, 4, 6, 3, 3,
              "two leading batch dims (2, 2), T_q=3, T_k=5 (W's gradients sum over the batch)"),
         case((), 1, 4, 3, 3, 2, 2, "a single query, T_q=1, T_k=4"),
+        case((2,), 3, 5, 4, 6, 3, 2, "applied twice (other inputs of the same shapes) before either backward",
+             twice=True),
     ]
 
 
@@ -337,8 +354,9 @@ CONTRACT = {
             ["ban:torch.autograd.grad", "ban:torch.autograd.backward",
              "ban:torch.nn.functional.scaled_dot_product_attention"],
         "state on ctx, not on the class: two applications before one backward stay apart":
-            "not gradable: a case applies the Function once and back-propagates at once; two applications "
-            "before one backward need a case field the check language lacks",
+            ["applied twice (other q, k, v of the same shapes) before either backward" + _F64],
+        "grad_out may be broadcast (stride 0): no .view on it":
+            ["a broadcast grad_output (stride 0 along the queries, as out.sum(-2) gives)" + _F64],
         "passes gradcheck in float64": "visible only: gradcheck runs in the visible tests; the hidden checks "
                                        "compare with the reference gradients at 1e-10, which is stricter",
     },
@@ -358,6 +376,8 @@ CONTRACT = {
             "cross-attention, batch of 2: T_q=6 > T_k=3, d_x=4, d_y=3, d_k=2, d_v=5"],
         "grad_out may be non-contiguous": [
             "a non-contiguous grad_output and inputs (stored transposed), T_q=3, T_k=5" + _F64],
+        "state on ctx (an autograd Function): two applications before one backward stay apart":
+            ["applied twice (other inputs of the same shapes) before either backward" + _F64],
         "no autograd inside backward, no F.scaled_dot_product_attention":
             ["ban:torch.autograd.grad", "ban:torch.nn.functional.scaled_dot_product_attention"],
     },

@@ -19,6 +19,9 @@ import torch.nn as nn
 
 from grader.checks import Case
 from solutions.capstone import CapstoneLM, generate
+from solutions.cases.families import far_below_qk
+
+_FAR_BELOW = "every allowed score around -3e4, far below -1e4: the future removed (-inf), not given a finite fill"
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 
@@ -388,6 +391,7 @@ def attention_entropy_cases(seed: int) -> list[Case]:
               & (torch.arange(6)[None, None, :] < short[:, None, None]))[:, None]  # (2, 1, 6, 6)
     return [
         Case(args=(_weights(g, 2, 3, 6, 6, mask=causal), causal), label="causal (6, 6) mask, (B=2, H=3)"),
+        Case(args=(_weights(g, 2, 3, 6, 6, mask=causal), causal), requires_grad=True, label="weights straight from a model's forward pass (requiring grad), causal mask"),
         Case(args=(_weights(g, 2, 4, 5, 7),), label="no mask: every key counts, T_q=5 < T_k=7"),
         Case(args=(_weights(g, 2, 2, 4, 7, mask=padding), padding),
              label="a padding mask (B, 1, 1, T_k) broadcast over heads and queries"),
@@ -418,6 +422,7 @@ def head_redundancy_cases(seed: int) -> list[Case]:
     zero_head[:, 1] = 0.0
     return [
         Case(args=(w,), label="(B=2, H=4, T=5, T=5)"),
+        Case(args=(_weights(g, 2, 3, 5, 6),), requires_grad=True, label="weights straight from a model's forward pass (requiring grad)"),
         Case(args=(_weights(g, 3, 3, 4, 9),), label="T_q=4 < T_k=9, B=3"),
         Case(args=(copies,), label="three identical heads: all ones"),
         Case(args=(_weights(g, 1, 1, 6, 6),), label="one head: [[1]]"),
@@ -455,6 +460,8 @@ def causal_gqa_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
              label="large scores (entries of size ~6)"),
         Case(args=(x(2, 4, 6, 8), x(2, 6, 2, 8).transpose(1, 2), x(2, 2, 6, 8)),
              label="non-contiguous k (a transposed view)"),
+        Case(args=(*far_below_qk(g, (2, 4), (2, 2), 6, 6), x(2, 2, 6, 16)),
+             label="GQA 4 heads over 2, " + _FAR_BELOW),
         Case(args=(x(2, 4, 6, 8), x(2, 3, 6, 8), x(2, 3, 6, 8)), raises="ValueError",
              label="3 kv heads do not divide 4 query heads"),
         Case(args=(x(2, 4, 6, 8), x(2, 2, 5, 8), x(2, 2, 5, 8)), raises="ValueError", label="k shorter than q"),
@@ -579,6 +586,8 @@ CONTRACT = {
             ["causal (6, 6) mask, (B=2, H=3)", "peaked weights (scores of size ~8)",
              "one mean over all rows: 5 rows in one sequence, 2 in the other (causal and padding mask)"],
         "mask None: every key counts": ["no mask: every key counts, T_q=5 < T_k=7"],
+        "weights as a model returns them (requiring grad)":
+            ["weights straight from a model's forward pass (requiring grad), causal mask"],
         "the mask broadcasts (padding, per head)": ["a padding mask (B, 1, 1, T_k) broadcast over heads and queries",
                                                      "a mask per head (1, H, T, T)"],
         "weights at masked positions are ignored; 0 log 0 = 0":
@@ -594,6 +603,7 @@ CONTRACT = {
             ["(B=2, H=4, T=5, T=5)", "T_q=4 < T_k=9, B=3", "one head: [[1]]"],
         "identical heads give 1": ["three identical heads: all ones"],
         "accepts non-contiguous weights": ["non-contiguous weights (a transposed view)"],
+        "weights as a model returns them (requiring grad)": ["weights straight from a model's forward pass (requiring grad)"],
         "float32 (float64 for float64)": ["float64 weights", "bfloat16 weights: a float32 result"],
         "raises ValueError for weights not 4-D or a head of zeros": ["3-D weights", "a head whose weights are all zero"],
     },
@@ -603,6 +613,8 @@ CONTRACT = {
              "float32: MQA: 8 heads over 1", "float32: MHA: 6 heads over 6"],
         "query i reads keys j <= i, scale 1/sqrt(d)": ["float32: GQA 4 heads over 2, T=6",
                                                        "T=1: each query sees itself"],
+        "the future removed (-inf), whatever the scores: every allowed score far below -1e4 too":
+            ["GQA 4 heads over 2, " + _FAR_BELOW],
         "stable for large scores; non-contiguous inputs": ["large scores (entries of size ~6)",
                                                            "non-contiguous k (a transposed view)"],
         "the inputs' dtype": ["float16: GQA 4 heads over 2, T=6", "float16: MQA: 8 heads over 1"],

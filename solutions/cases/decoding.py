@@ -23,6 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from grader.checks import Case
+from solutions.cases.families import far_below_qk
+
+_FAR_BELOW = "every allowed score around -3e4, far below -1e4: the future removed (-inf), not given a finite fill"
 
 #: Tolerances of the property judges (float32 and float64 inputs).
 ATOL, RTOL = 1e-5, 1e-4
@@ -53,6 +56,11 @@ def bottom_right_causal_mask_cases(seed: int) -> list[Case]:
         Case(args=(0, 4), label="no query: T_q=0, T_k=4"),
         Case(args=(3, 2048), label="3 queries over a long cache of 2048 keys"),
         Case(args=(2, 7), kwargs={"device": "cpu"}, label="T_q=2, T_k=7, device='cpu'"),
+        # the meta device: a mask built on the default device and not on the one given is caught without a GPU
+        Case(args=(3, 8), kwargs={"device": "meta"}, label="T_q=3, T_k=8, device='meta'"),
+        Case(args=(1, 300, torch.device("meta")), label="T_q=1, T_k=300, device=torch.device('meta') positionally"),
+        Case(args=(2, 6), again=(), label="called twice with T_q=2, T_k=6, the first mask overwritten in between: "
+                                          "a new tensor each call (no cache)"),
         Case(args=(3, 2), raises="ValueError", label="T_q=3 > T_k=2 raises ValueError"),
         Case(args=(-1, 4), raises="ValueError", label="negative T_q raises ValueError"),
     ]
@@ -88,6 +96,7 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         scale: float = 1.0,
         past_kw: bool = False,
         layout=None,
+        fresh: bool = False,
     ) -> Case:
         q = _randn(g, *batch, T_new, d_k, scale=scale, dtype=dt)
         k_new, v_new = _randn(g, *batch, T_new, d_k, scale=scale, dtype=dt), _randn(g, *batch, T_new, d_v, dtype=dt)
@@ -99,8 +108,9 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         if layout is not None:
             q, k_new, v_new, past = layout(q, k_new, v_new, past)
         if past_kw:
-            return Case(args=(q, k_new, v_new), kwargs={"past": past}, label=_tag(label, dt))
-        return Case(args=(q, k_new, v_new) if past is None else (q, k_new, v_new, past), label=_tag(label, dt))
+            return Case(args=(q, k_new, v_new), kwargs={"past": past}, label=_tag(label, dt), fresh=fresh)
+        return Case(args=(q, k_new, v_new) if past is None else (q, k_new, v_new, past), label=_tag(label, dt),
+                    fresh=fresh)
 
     def strided(q, k_new, v_new, past):
         return q, k_new, v_new, (_strided(past[0]), _strided(past[1]))
@@ -125,8 +135,17 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         case((2, 2), 8, 3, 8, 8, "the cache is a non-contiguous view (stored transposed)", layout=strided),
         case((2, 3), 5, 1, 4, 4, "the cache is expanded over heads (one tensor, stride 0)", layout=expanded),
         case((2,), 40, 1, 8, 8, "a long cache of 40 tokens, one new token"),
+        case((2, 2), None, 3, 4, 4, "no cache (past=None), read after the inputs were overwritten: present holds new tensors, not the caller's k_new and v_new", fresh=True),
+        _far_below_decode(g),
         _float64_decode(g),
     ]
+
+
+def _far_below_decode(g: torch.Generator) -> Case:
+    q, k = far_below_qk(g, (2, 2), (2, 2), 3, 7)  # 4 cached tokens, 3 new ones
+    v = _randn(g, 2, 2, 7, 4)
+    return Case(args=(q, k[..., 4:, :], v[..., 4:, :], (k[..., :4, :], v[..., :4, :])),
+                label="a chunk of 3 new tokens over a cache of 4, " + _FAR_BELOW)
 
 
 def _float64_decode(g: torch.Generator) -> Case:
@@ -232,6 +251,8 @@ def cached_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
         case((), 1, 1, 4, 2, "one token, nothing cached before it (T_q = T_k = 1)"),
         case((2, 2), 2, 6, 4, 4, "large scores (entries ~6)", scale=6.0),
         case((3,), 4, 64, 8, 8, "a long cache of 64 keys, 4 new queries"),
+        Case(args=(*far_below_qk(g, (2,), (2,), 3, 8), _randn(g, 2, 8, 4)),
+             label="3 new queries over 8 keys, " + _FAR_BELOW),
         Case(
             args=(
                 _randn(g, 2, 2, 1, 4, dtype=torch.float64),
@@ -283,16 +304,21 @@ def grouped_query_attention_cases(seed: int) -> list[Case]:
         label: str,
         bias: bool | None = None,
         past_kw: bool = False,
+        dtype: str | None = None,
+        twice: bool = False,
     ) -> Case:
-        x = _randn(g, B, T, d_model)
+        dt = getattr(torch, dtype) if dtype else torch.float32
+        x = _randn(g, B, T, d_model, dtype=dt)
         init_kwargs = {} if bias is None else {"bias": bias}
+        more = {"module_dtype": dtype, "again": (_randn(g, B, T, d_model, dtype=dt),) if twice else None}
         if T_past is None:
-            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), label=label)
+            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), label=label, **more)
         d_head = d_model // h
-        past = (_randn(g, B, h_kv, T_past, d_head), _randn(g, B, h_kv, T_past, d_head))
+        past = (_randn(g, B, h_kv, T_past, d_head, dtype=dt), _randn(g, B, h_kv, T_past, d_head, dtype=dt))
         if past_kw:
-            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), kwargs={"past": past}, label=label)
-        return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x, past), label=label)
+            return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x,), kwargs={"past": past}, label=label,
+                        **more)
+        return Case(init=(d_model, h, h_kv), init_kwargs=init_kwargs, args=(x, past), label=label, **more)
 
     return [
         case(32, 8, 2, 2, 6, None, "GQA d_model=32, 8 query heads, 2 kv heads (groups of 4), T=6, no cache"),
@@ -305,6 +331,10 @@ def grouped_query_attention_cases(seed: int) -> list[Case]:
         case(24, 6, 2, 2, 4, None, "bias=True", bias=True),
         case(16, 4, 2, 3, 1, None, "T=1, no cache: a single token"),
         case(16, 8, 2, 1, 12, None, "d_head=2, T=12"),
+        case(32, 8, 2, 2, 5, None, "a float64 module and input, no cache", dtype="float64"),
+        case(32, 8, 4, 2, 2, 6, "a float64 module, a float64 cache of 6, 2 new tokens", dtype="float64"),
+        case(24, 6, 2, 2, 5, None, "one module called twice with past=None, on another x of the same shape, the first "
+                                   "output overwritten in between", twice=True),
         Case(
             init=(30, 4, 2),
             state={},
@@ -478,7 +508,10 @@ CONTRACT = {
         "T_q == T_k gives the lower triangle, diagonal included": ["square T_q=T_k=3: the lower triangle"],
         "T_q = 0 gives an empty (0, T_k) mask": ["no query: T_q=0, T_k=4"],
         "long caches (cheap function)": ["3 queries over a long cache of 2048 keys"],
-        "made on `device` when one is given": ["T_q=2, T_k=7, device='cpu'"],
+        "made on `device` when one is given": ["T_q=2, T_k=7, device='cpu'", "T_q=3, T_k=8, device='meta'",
+                                               "T_q=1, T_k=300, device=torch.device('meta') positionally"],
+        "returns a new tensor (course rule: functions return new tensors)":
+            ["called twice with T_q=2, T_k=6, the first mask overwritten in between: a new tensor each call (no cache)"],
         "ValueError when T_q > T_k": ["T_q=3 > T_k=2 raises ValueError"],
         "ValueError for a negative length": ["negative T_q raises ValueError"],
         "dtypes of the inputs": "not gradable: the inputs are two integers; the mask is always bool",
@@ -503,6 +536,9 @@ CONTRACT = {
             "2-D inputs (T, d): no batch axes",
         ],
         "d_k may differ from d_v": ["(B=2, H=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5"],
+        "the future removed (-inf), whatever the scores: every allowed score far below -1e4 too": [
+            "a chunk of 3 new tokens over a cache of 4, " + _FAR_BELOW],
+        "present is new tensors, never the caller's k_new and v_new (past=None)": ["no cache (past=None), read after the inputs were overwritten: present holds new tensors, not the caller's k_new and v_new"],
         "feeding a sequence token by token equals full causal attention": [
             "batch (2, 2), T=8 fed in chunks [1, 1, 1, 1, 1, 1, 1, 1]: tokens 7..7"
         ],
@@ -556,8 +592,13 @@ CONTRACT = {
             "GQA d_model=32, 8 query heads, 2 kv heads (groups of 4), T=6, no cache",
             "MQA: one kv head shared by 6 query heads",
         ],  # the reference equals enable_gqa: test_decoding_reference.py
-        "float16, bfloat16, float64": "not gradable: a check builds the module in float32 (its weights come "
-        "from the reference's state_dict); dtypes are graded in decode_step",
+        "float64 (the module converted, its input and cache in float64)": [
+            "a float64 module and input, no cache", "a float64 module, a float64 cache of 6, 2 new tokens"],
+        "float16, bfloat16": "not gradable: the exercise's one check compares at float32 tolerances; half "
+        "precision is graded in decode_step",
+        "no state kept between calls (the cache is what past and present carry)": [
+            "one module called twice with past=None, on another x of the same shape, the first output overwritten "
+            "in between"],
     },
     "kv_cache_bytes": {
         "= 2 * layers * kv heads * d_head * tokens * batch * element size": [
@@ -641,6 +682,8 @@ CONTRACT = {
         "a chunk of new queries: bottom-right causal among them": [
             "batch 2, a chunk of 3 new queries over 9 keys, d_k=8, d_v=5"
         ],
+        "the masked keys removed (-inf), whatever the scores: every allowed score far below -1e4 too": [
+            "3 new queries over 8 keys, " + _FAR_BELOW],
         "T_q = T_k is plain causal attention": [
             "T_q = T_k = 5: no cache, plain causal attention",
             "batch (1,), 6 new queries over 6 keys",

@@ -132,3 +132,18 @@ def extreme_scores(g: torch.Generator, *shape: int, kind: str,
     else:
         raise ValueError(f"unknown kind {kind!r}")
     return x.to(DTYPES[dtype] if isinstance(dtype, str) else dtype)
+
+
+def far_below_qk(g: torch.Generator, q_lead: tuple[int, ...], k_lead: tuple[int, ...], T_q: int,
+                 T_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """q ``(*q_lead, T_q, 16)`` and k ``(*k_lead, T_k, 16)`` whose scores ``q_i . k_j / 4`` are the integers
+    ``-29929 + c_i e_j`` with c, e in -2..2: every product and sum is exact in float32, so the weights do not depend
+    on the order of the arithmetic, and every allowed score lies far below -1e4: a finite fill of -1e4 (GPT-2's
+    ``masked_bias``) for the masked ones outweighs them all. ``k_lead`` may differ from ``q_lead`` (grouped
+    heads); the scores only need c per query and e per key."""
+    c = torch.randint(-2, 3, (*q_lead, T_q), generator=g).float()
+    e = torch.randint(-2, 3, (*k_lead, T_k), generator=g).float()
+    q, k = torch.zeros(*q_lead, T_q, 16), torch.zeros(*k_lead, T_k, 16)
+    q[..., 0], q[..., 1] = 2 * 173.0, 2 * c
+    k[..., 0], k[..., 1] = -2 * 173.0, 2 * e
+    return q, k

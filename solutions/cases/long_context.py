@@ -132,6 +132,8 @@ def alibi_bias_cases(seed: int) -> list[Case]:
         Case(args=(4, 1, 4096), label="4 heads, one query at position 4095"),
         Case(args=(0, 3, 3), raises="ValueError", label="0 heads"),
         Case(args=(2, 5, 3), raises="ValueError", label="T_q=5 > T_k=3"),
+        Case(args=(4, 3, 5), again=(), label="called twice with 4 heads, T_q=3, T_k=5, the first bias overwritten in "
+                                             "between: a new tensor each call (no cache)"),
     ]
 
 
@@ -152,6 +154,8 @@ def sliding_window_mask_cases(seed: int) -> list[Case]:
         Case(args=(1024, 1024, 128), label="T=1024, window=128"),  # 1M elements: within the wire's 2M bound
         Case(args=(5, 5, 0), raises="ValueError", label="window=0"),
         Case(args=(6, 4, 2), raises="ValueError", label="T_q=6 > T_k=4"),
+        Case(args=(4, 6, 2), again=(), label="called twice with T_q=4, T_k=6, window=2, the first mask overwritten in "
+                                             "between: a new tensor each call (no cache)"),
     ]
 
 
@@ -309,6 +313,9 @@ CONTRACT = {
              "8 heads, one new query against a cache of 9 (decoding)", "4 heads, one query at position 4095"],
         "T_q = 0 gives an empty bias": ["T_q=0: an empty bias"],
         "raises ValueError for n_heads < 1 or T_q > T_k": ["0 heads", "T_q=5 > T_k=3"],
+        "returns a new tensor (course rule: functions return new tensors)": [
+            "called twice with 4 heads, T_q=3, T_k=5, the first bias overwritten in between: a new tensor each call "
+            "(no cache)"],
     },
     "sliding_window_mask": {
         "bool (T_q, T_k), True where p_i - window < j <= p_i": ["T=6, window=3", "T=1024, window=128"],
@@ -318,6 +325,9 @@ CONTRACT = {
                                               "one query against a cache of 10, window=4"],
         "T_q = 0 gives an empty mask": ["T_q=0: an empty (0, 5) mask"],
         "raises ValueError for window < 1 or T_q > T_k": ["window=0", "T_q=6 > T_k=4"],
+        "returns a new tensor (course rule: functions return new tensors)": [
+            "called twice with T_q=4, T_k=6, window=2, the first mask overwritten in between: a new tensor each call "
+            "(no cache)"],
         "attention with a window needs O(T * window) memory":
             "not gradable: the mask itself is (T_q, T_k); the chapter's demo measures sliding-window attention",
     },

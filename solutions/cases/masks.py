@@ -18,6 +18,7 @@ from solutions.cases.families import (
     LONG_LENGTHS,
     expanded,
     extreme_scores,
+    far_below_qk,
     fill_masked,
     mask_broadcasts,
     non_contiguous,
@@ -49,6 +50,12 @@ def causal_mask_cases(seed: int) -> list[Case]:
         *[Case(args=(T,), label=f"long T={T}") for T in (*LONG_LENGTHS[:2], 1024)],
         Case(args=(9,), kwargs={"device": torch.device("cpu")}, label="T=9, device=torch.device('cpu')"),
         Case(args=(0,), label="T=0: an empty (0, 0) mask"),
+        # the meta device: a mask built on the default device and not on the one given is caught without a GPU
+        Case(args=(7,), kwargs={"device": "meta"}, label="T=7, device='meta': made on the device it is given"),
+        Case(args=(300, torch.device("meta")), label="T=300, device=torch.device('meta') passed positionally"),
+        # a new tensor every call: the caller's writes into the first mask must not reach the second
+        Case(args=(6,), again=(), label="called twice with T=6, the first mask overwritten in between: "
+                                        "a new tensor each call (no cache)"),
     ]
 
 
@@ -293,6 +300,9 @@ def causal_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
              label="non-contiguous q, k, v: (B, T, H, d) transposed to (B, H, T, d)"),
         Case(args=(t(1, 5, 4).expand(3, 5, 4), t(1, 5, 4).expand(3, 5, 4), t(5, 2).expand(3, 5, 2)),
              label="expanded q, k, v (stride 0 along the batch)"),
+        Case(args=(*far_below_qk(g, (2,), (2,), 6, 6), randn(g, 2, 6, 3)),
+             label="every score around -3e4, far below -1e4 (q and k opposed): the future removed (-inf), not given a "
+                   "finite fill"),
     ]
     return cases
 
@@ -362,7 +372,10 @@ CONTRACT = {
         "device may be a string, a torch.device or None (positional or keyword)":
             ["T=8, device='cpu'", "T=9, device=torch.device('cpu')", "T=6, device=None passed positionally"],
         "is made on `device` (another device than the CPU)":
-            "not gradable: the grader has only a CPU, where a mask that ignores `device` is right too",
+            ["T=7, device='meta': made on the device it is given",
+             "T=300, device=torch.device('meta') passed positionally"],
+        "returns a new tensor (course rule: functions return new tensors)":
+            ["called twice with T=6, the first mask overwritten in between: a new tensor each call (no cache)"],
     },
     "padding_mask": {
         "side='right' (the default): (B, T) bool, m[b, j] = j < lengths[b]":
@@ -383,7 +396,9 @@ CONTRACT = {
             ["long T=5003, four sequences", "long T=600, left padding"],
         "raises ValueError for a side other than 'right' or 'left'": ["side='center': neither 'right' nor 'left'"],
         "on lengths.device":
-            "not gradable: the grader has only a CPU, where a mask that ignores the device is right too",
+            "not gradable: the grader has only a CPU, where a mask that ignores the device is right too; the meta "
+            "device (which catches this in causal_mask) holds no values, and the function must read the lengths' "
+            "values to validate them",
     },
     "attention_mask": {
         "(B, 1, T, T) bool, keys masked by padding_mask(lengths, T, side), queries not":
@@ -412,7 +427,8 @@ CONTRACT = {
         "raises ValueError for an unknown side": ["side='top': neither 'right' nor 'left'"],
         "attention with the mask is finite forward and backward":
             "visible only: implied by the exact comparison (no row is empty); the visible test runs SDPA backward",
-        "on lengths.device": "not gradable: the grader has only a CPU",
+        "on lengths.device": "not gradable: the grader has only a CPU; the meta device (which catches this in "
+                             "causal_mask) holds no lengths' values to read",
     },
     "document_mask": {
         "(B, 1, T, T) bool, m[b, 0, i, j] = same document and j <= i (causal=True, the default)":
@@ -494,6 +510,9 @@ CONTRACT = {
              "batch (2,), T=8, d_k=8, d_v=4: tokens 4..7 replaced", "batch (2,), T=7, d_k=6, d_v=5: tokens 6..6 replaced"],
         "keeps q's dtype, in float16, bfloat16 and float64":
             _dtypes("one sequence, T=5, d_k=d_v=4") + _dtypes("(B=2, H=3) heads, T=7, d_k=4, d_v=5"),
+        "the future removed (-inf), whatever the scores: every score far below -1e4 too": [
+            "every score around -3e4, far below -1e4 (q and k opposed): the future removed (-inf), not given a "
+            "finite fill"],
         "non-contiguous and expanded inputs": ["non-contiguous q, k, v: (B, T, H, d) transposed to (B, H, T, d)",
                                                "expanded q, k, v (stride 0 along the batch)"],
         "returns new tensors and leaves q, k, v unchanged": ["batch of 2, T=6, d_k=8, d_v=3"],

@@ -221,12 +221,15 @@ def multihead_attention_cases(seed: int) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
 
     def case(B: int, T: int, d_model: int, h: int, label: str, mask: torch.Tensor | None = None,
-             bias: bool = True, weights: bool | None = None) -> Case:
-        x = _randn(g, B, T, d_model)
+             bias: bool = True, weights: bool | None = None, dtype: str | None = None, twice: bool = False) -> Case:
+        dt = getattr(torch, dtype) if dtype else torch.float32
+        x = _randn(g, B, T, d_model).to(dt)
         kwargs = {} if weights is None else {"return_weights": weights}
-        return Case(args=(x,) if mask is None else (x, mask), kwargs=kwargs, init=(d_model, h),
+        args = (x,) if mask is None else (x, mask)
+        again = ((_randn(g, B, T, d_model).to(dt), *args[1:]) if twice else None)
+        return Case(args=args, kwargs=kwargs, init=(d_model, h),
                     init_kwargs={} if bias else {"bias": False}, state=_mha_state(g, d_model, bias),
-                    label=label)
+                    module_dtype=dtype, again=again, label=label)
 
     return [
         case(2, 5, 12, 3, "B=2, T=5, d_model=12, h=3 (d_head=4), no mask"),
@@ -251,6 +254,12 @@ def multihead_attention_cases(seed: int) -> list[Case]:
           for name, m in mask_broadcasts(g, (2, 3), 5, 5)],
         Case(args=(_randn(g, 2, 4, 10),), init=(10, 4), state={}, raises="ValueError",
              label="MultiHeadAttention(d_model=10, n_heads=4): 10 is not divisible by 4"),
+        case(2, 5, 12, 3, "a float64 module and input: B=2, T=5, d_model=12, h=3, causal mask", mask=_causal(5),
+             dtype="float64"),
+        case(2, 5, 8, 2, "a float64 module and input, return_weights=True: B=2, T=5, d_model=8, h=2",
+             dtype="float64", weights=True),
+        case(2, 6, 8, 2, "one module called twice, on another x of the same shape (B=2, T=6, d_model=8, h=2), "
+                         "the first output overwritten in between", mask=_causal(6), twice=True),
     ]
 
 
@@ -405,10 +414,11 @@ CONTRACT = {
         "holds no nn.MultiheadAttention (its parameters would be named in_proj_weight)": [
             "B=2, T=5, d_model=12, h=3 (d_head=4), no mask"],
         "float32, the dtype of the module's parameters":
-            "not gradable: a module case builds the student's class in the default dtype; other dtypes would need "
-            "the check language to convert the module",
+            ["a float64 module and input: B=2, T=5, d_model=12, h=3, causal mask",
+             "a float64 module and input, return_weights=True: B=2, T=5, d_model=8, h=2"],
         "the same module called twice gives the same answer (no state kept between calls)":
-            "not gradable: the check language builds a fresh module for each case and calls it once",
+            ["one module called twice, on another x of the same shape (B=2, T=6, d_model=8, h=2), "
+             "the first output overwritten in between"],
     },
     "attention_param_count": {
         "multi-head attention (defaults): the count of MultiHeadAttention and nn.MultiheadAttention": [

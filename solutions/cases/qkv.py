@@ -227,6 +227,10 @@ def sdpa_dtype_cases(seed: int, dtype: str) -> list[Case]:
     if dtype in ("float32", "float64"):  # not in half precision, as for softmax_dtype_cases
         cases.append(Case(args=_identity_keys(g, extreme_scores(g, 2, 16, kind="very_negative", dtype=dtype)),
                           label=tag("every score of a row below -100", dtype)))
+        low = (randn(g, 3, 16, dtype=dtype) * 5.0 - 3e4).to(DTYPES[dtype])  # float16 would round -3e4 by 16
+        cases.append(Case(args=(*_identity_keys(g, low), _mask(g, 3, 16)),
+                          label=tag("every allowed score around -3e4, far below -1e4, next to masked entries",
+                                    dtype)))
     return cases
 
 
@@ -285,6 +289,8 @@ def self_attention_cases(seed: int) -> list[Case]:
         *[Case(args=(_randn(g, 2, 3, 6, 4), mask), init=(4, 3, 5, False), label=f"x (2, 3, 6, 4), {label}")
           for label, mask in mask_broadcasts(g, (2, 3), 6, 6)],
         Case(args=(non_contiguous(_randn(g, 2, 5, 4)),), init=(4, 4, 3, False), label="a non-contiguous x"),
+        Case(args=(_randn(g, 2, 5, 6),), again=(_randn(g, 2, 5, 6),), init=(6, 4, 3, False),
+             label="one module called twice, on another x of the same shape (batch of 2, T=5, d_model=6, d_k=4, d_v=3), the first output overwritten in between"),
     ]
 
 
@@ -357,6 +363,8 @@ def sinusoidal_cases(seed: int) -> list[Case]:
         Case(args=(4, 5), raises="ValueError", label="odd d_model=5 (ValueError)"),
         Case(args=(4, 0), raises="ValueError", label="d_model=0 (ValueError)"),
         Case(args=(-1, 4), raises="ValueError", label="T=-1 (ValueError)"),
+        Case(args=(6, 8), again=(), label="called twice with T=6, d_model=8, the first table overwritten in between: "
+                                          "a new tensor each call (no cache)"),
     ]
 
 
@@ -434,6 +442,9 @@ CONTRACT = {
         "scores all far below zero (float32, float64), or one far above the rest (every dtype)": [
             "every score of a row below -100", "every score of a row below -100 (float64)"]
             + _dtypes("one score per row 60 above the others"),
+        "masked scores removed (-inf), not given a finite fill: allowed scores far below -1e4 too (float32, float64)": [
+            "every allowed score around -3e4, far below -1e4, next to masked entries",
+            "every allowed score around -3e4, far below -1e4, next to masked entries (float64)"],
         "any layout of q, k, v": ["non-contiguous q, k and v (transposed and strided views)"],
         "T=1": ["T=1: a single query and key"],
         "must not call F.scaled_dot_product_attention": [
@@ -457,8 +468,8 @@ CONTRACT = {
             "one sequence, T=4, d_model=6, d_k=3, d_v=5: tokens permuted by [2, 1, 3, 0]"],
         "must not call F.scaled_dot_product_attention": ["ban:torch.nn.functional.scaled_dot_product_attention"],
         "float32 (the layers' dtype)": ["batch of 2, T=5, d_model=6, d_k=4, d_v=3"],
-        "a call keeps nothing from the calls before it": "not gradable: every hidden case builds a fresh module and "
-                                                         "calls it once; the visible test calls one module on several inputs",
+        "a call keeps nothing from the calls before it": [
+            "one module called twice, on another x of the same shape (batch of 2, T=5, d_model=6, d_k=4, d_v=3), the first output overwritten in between"],
     },
     "sinusoidal_positions": {
         "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...), interleaved": [
@@ -469,5 +480,7 @@ CONTRACT = {
             "long sequence T=300, d_model=16", "long sequence T=600, d_model=64", "long sequence T=5003, d_model=32"],
         "raises ValueError for odd or non-positive d_model, negative T": [
             "odd d_model=5 (ValueError)", "d_model=0 (ValueError)", "T=-1 (ValueError)"],
+        "returns a new tensor (course rule: functions return new tensors)": [
+            "called twice with T=6, d_model=8, the first table overwritten in between: a new tensor each call (no cache)"],
     },
 }

@@ -206,12 +206,13 @@ def layer_norm_backward_cases(seed: int, dtype: str = "float32") -> list[Case]:
     dt = DTYPES[dtype]
 
     def case(shape: tuple[int, ...], label: str, eps: float | None = None, scale: float = 1.0,
-             grad=None, x_layout=None) -> Case:
+             grad=None, x_layout=None, fresh: bool = False) -> Case:
         x = randn(g, *shape, scale=scale, dtype=dt)
         go = randn(g, *shape, dtype=dt) if grad is None else grad
         gamma = randn(g, shape[-1], scale=0.5, shift=1.0, dtype=dt)
         kwargs = {} if eps is None else {"eps": eps}
-        return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, label=label if label.startswith("float64") else tag(label, dtype))
+        return Case(args=(go, x if x_layout is None else x_layout(x), gamma), kwargs=kwargs, fresh=fresh,
+                    label=label if label.startswith("float64") else tag(label, dtype))
 
     if dtype != "float32":
         out = [case((3, 4, 16), "(B=3, T=4, d=16), a dense grad_out, default eps"),
@@ -226,6 +227,7 @@ def layer_norm_backward_cases(seed: int, dtype: str = "float32") -> list[Case]:
         case((2, 3, 6), "leading dims (2, 3): dgamma and dbeta sum over every token of every sequence"),
         case((2, 2, 3, 4), "three leading dims (2, 2, 3), d=4"),
         case((7,), "a single token x of shape (d,) = (7,): dgamma = grad_out * x_hat, dbeta = grad_out"),
+        case((5,), "a single token (5,), read after the inputs were overwritten: dbeta is a new tensor, not grad_out itself", fresh=True),
         case((6, 4), "d=4 (the biased variance, divide by d)"),
         case((4, 2), "d=2, eps=0.01 (the mean and the variance terms of dx matter most)", eps=0.01),
         case((3, 5), "eps=0.5 by keyword", eps=0.5),
@@ -304,6 +306,8 @@ def feed_forward_cases(seed: int) -> list[Case]:
         Case(args=(_randn(g, 2, 5, 8, scale=40.0),), init=(8, 16),
              label="inputs of scale 40: hidden activations far above 6 (a ReLU has no upper clip)"),
         Case(args=(non_contiguous(_randn(g, 2, 5, 8)),), init=(8, 16), label="a non-contiguous x (stride 2)"),
+        Case(args=(_randn(g, 2, 4, 6),), again=(_randn(g, 2, 4, 6),), init=(6, 12),
+             label="one module called twice, on another x of the same shape (batch of 2, T=4, d_model=6, d_ff=12), the first output overwritten in between"),
     ]
 
 
@@ -398,11 +402,16 @@ def block_cases(seed: int) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
 
     def case(B: int, T: int, d_model: int, n_heads: int, d_ff: int, label: str,
-             mask: torch.Tensor | None = None, scale: float = 1.0, grad: bool = False) -> Case:
+             mask: torch.Tensor | None = None, scale: float = 1.0, grad: bool = False, tiny: bool = False,
+             again: tuple | None = None) -> Case:
         x = _randn(g, B, T, d_model, scale=scale)
         grad_output = _randn(g, B, T, d_model) if grad else None
+        state = _block_state(g, d_model, d_ff)
+        if tiny:  # attention of tiny inputs stays tiny: what the first LayerNorm of either block then sees
+            state["attn.in_proj_bias"] = torch.zeros_like(state["attn.in_proj_bias"])
+            state["attn.out_proj.bias"] = torch.zeros_like(state["attn.out_proj.bias"])
         return Case(args=(x,) if mask is None else (x, mask), init=(d_model, n_heads, d_ff),
-                    state=_block_state(g, d_model, d_ff), label=label, grad_output=grad_output)
+                    state=state, label=label, grad_output=grad_output, again=again)
 
     return [
         case(2, 5, 8, 2, 16, "no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16"),
@@ -414,6 +423,9 @@ def block_cases(seed: int) -> list[Case]:
         case(2, 1, 4, 1, 6, "T=1: a single token, one head", mask=torch.ones(1, 1, dtype=torch.bool)),
         case(2, 4, 6, 2, 5, "inputs of scale 5, d_ff=5 < d_model=6", scale=5.0),
         case(2, 5, 8, 2, 16, "gradient with respect to x, causal mask", mask=_causal(5), grad=True),
+        case(3, 5, 8, 2, 16, 'one block called twice, on another x and another (B, T, T) mask of the same shapes, the first output overwritten in between', mask=_random_masks(g, 3, 5),
+             again=(_randn(g, 3, 5, 8), _random_masks(g, 3, 5))),
+        case(2, 5, 8, 2, 16, "inputs of std 1e-3, attention biases 0: the tokens' variance is tiny, so the LayerNorms' default eps=1e-5 matters", mask=_causal(5), scale=1e-3, tiny=True),
     ]
 
 
@@ -475,8 +487,7 @@ CONTRACT = {
             [_HALF_BWD + _H16, _HALF_BWD + _B16, _HALF_BWD + " (float64)", "d=6, eps=0.1 by keyword (float64)",
              "tokens of spread 300, whose squared deviations overflow float16; grad_out of scale 300" + _H16],
         "leaves grad_out and x unchanged": ["5 tokens of d=8, a dense grad_out, default eps"],
-        "returns new tensors, not grad_out itself (a single token's dbeta)":
-            "not gradable: the grader compares values, which a returned input has too; the statement says so",
+        "returns new tensors, not grad_out itself (a single token's dbeta)": ["a single token (5,), read after the inputs were overwritten: dbeta is a new tensor, not grad_out itself"],
         "no autograd and no built-in norm": ["ban:torch.autograd.grad", "ban:torch.Tensor.backward",
                                              "ban:torch.autograd.backward", "ban:aten.native_layer_norm_backward",
                                              "ban:torch.nn.functional.layer_norm"],
@@ -520,7 +531,7 @@ CONTRACT = {
             ["inputs of scale 40: hidden activations far above 6 (a ReLU has no upper clip)"],
         "gradients flow to the input": ["gradient with respect to the input"],
         "any strides": ["a non-contiguous x (stride 2)"],
-        "keeps no state between calls": "not gradable: each hidden case builds a fresh module and calls it once",
+        "keeps no state between calls": ["one module called twice, on another x of the same shape (batch of 2, T=4, d_model=6, d_ff=12), the first output overwritten in between"],
     },
     "SwiGLU": {
         "down_proj(silu(gate_proj(x)) * up_proj(x)), SiLU on the gate branch":
@@ -556,9 +567,9 @@ _BLOCK = {
     "state_dict: the twelve stated names and shapes (loaded with strict=True)":
         ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16", "causal (T, T) mask: B=3, T=6, d_model=12, n_heads=3"],
     "gradients flow to x": ["gradient with respect to x, causal mask"],
+    "norm1, norm2 = nn.LayerNorm(d_model): its default eps=1e-5, not another": ["inputs of std 1e-3, attention biases 0: the tokens' variance is tiny, so the LayerNorms' default eps=1e-5 matters"],
     "only the wiring is graded: ReLU pre-activations kept in (0, 6)": ["no mask: B=2, T=5, d_model=8, n_heads=2, d_ff=16"],
-    "keeps no state between calls": "visible only: the visible tests call one block several times with different "
-                                    "masks; each hidden case builds a fresh module",
+    "keeps no state between calls": ['one block called twice, on another x and another (B, T, T) mask of the same shapes, the first output overwritten in between'],
 }
 CONTRACT["PostNormBlock"] = dict(_BLOCK)
 CONTRACT["PreNormBlock"] = dict(_BLOCK)

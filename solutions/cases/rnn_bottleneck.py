@@ -95,6 +95,8 @@ def rnn_forward_cases(seed: int, gradients: bool = False, dtype: str = "float32"
         b_h = _randn(g, H, scale=0.5, dtype=dtype)
         if layout == "strided":
             x, W_hh = _strided(x), _transposed_view(W_hh)
+        elif layout == "expanded":  # one sequence for the whole batch, one bias row: stride 0 (no .view, no writes)
+            x, b_h = x[:1].expand_as(x), b_h[:1].expand_as(b_h)
         elif layout == "W_xh transposed":
             W_xh = W_xh.T.contiguous()
         args, kwargs = (x, W_xh, W_hh, b_h), {}
@@ -138,6 +140,8 @@ def rnn_forward_cases(seed: int, gradients: bool = False, dtype: str = "float32"
         case(2, LONG_LENGTHS[1], 3, 4, f"a long sequence: B=2, T={LONG_LENGTHS[1]}, d_in=3, H=4, no h0"),
         case(3, 5, 4, 6, "non-contiguous x (stored time-major) and W_hh (a transposed view)", h0="positional",
              layout="strided"),
+        case(3, 4, 3, 5, "expanded x (one sequence for the batch, stride 0) and b_h (one value, stride 0)",
+             layout="expanded"),
         case(2, 5, 3, 4, "W_xh of shape (H, d_in) = (4, 3) does not fit x: an error, not a silent transpose",
              layout="W_xh transposed", raises="Exception"),
     ]
@@ -160,6 +164,8 @@ def additive_scores_cases(seed: int, gradients: bool = False, dtype: str = "floa
         v = _randn(g, a, dtype=dtype)
         if layout == "strided":
             keys, query, W_k = _strided(keys), _strided(query), _transposed_view(W_k)
+        elif layout == "expanded":  # one set of keys and one query for the whole batch: stride 0
+            keys, query = keys[:1].expand_as(keys), query[:1].expand_as(query)
         elif layout == "W_k transposed":
             W_k = W_k.T.contiguous()
         grad_output = _randn(g, B, T, dtype=dtype) if gradients else None
@@ -190,6 +196,7 @@ def additive_scores_cases(seed: int, gradients: bool = False, dtype: str = "floa
         case(2, LONG_LENGTHS[2], 3, 4, 5, f"a long sequence of keys: B=2, T={LONG_LENGTHS[2]}, d_q=3, d_k=4, a=5"),
         case(3, 5, 4, 6, 3, "non-contiguous query, keys (stored time-major) and W_k (transposed views)",
              layout="strided"),
+        case(3, 5, 4, 6, 3, "expanded query and keys (one of each for the batch, stride 0)", layout="expanded"),
         case(2, 5, 3, 4, 6, "W_k of shape (a, d_k) = (6, 4) does not fit the keys: an error, not a silent transpose",
              layout="W_k transposed", raises="Exception"),
     ]
@@ -228,8 +235,9 @@ def attention_pool_cases(seed: int, gradients: bool = False, dtype: str = "float
     dt = DTYPES[dtype]
 
     def case(B: int, T: int, d_v: int, label: str, mask: torch.Tensor | None = None, scale: float = 1.0,
-             dtype: torch.dtype = dt, garbage: float = 0.0, layout: str = "", raises: str | None = None) -> Case:
-        scores = _randn(g, B, T, scale=scale, dtype=dtype)
+             dtype: torch.dtype = dt, garbage: float = 0.0, layout: str = "", raises: str | None = None,
+             shift: float = 0.0) -> Case:
+        scores = _randn(g, B, T, scale=scale, dtype=dtype) + shift
         values = _randn(g, B, T, d_v, dtype=dtype)
         if mask is not None and garbage:
             # what padding often holds: scores far larger than the real ones, which must not matter
@@ -284,6 +292,8 @@ def attention_pool_cases(seed: int, gradients: bool = False, dtype: str = "float
         case(3, 6, 2, "NaN scores at the masked positions (any value may stand there)",
              mask=_padding_mask(g, 3, 6), garbage=float("nan")),
         case(3, 6, 2, "-inf scores at the masked positions", mask=_padding_mask(g, 3, 6), garbage=float("-inf")),
+        case(3, 6, 3, "every allowed score around -3e4, far below -1e4: a finite fill such as -1e4 outweighs them",
+             mask=_padding_mask(g, 3, 6), scale=5.0, shift=-3e4),
         _garbage_values(case(3, 6, 4, "values at the masked positions hold any finite value (1e30 here)",
                              mask=_padding_mask(g, 3, 6)), 1e30),
     ]
@@ -347,6 +357,8 @@ def bahdanau_decoder_step_cases(seed: int, gradients: bool = False, dtype: str =
             enc = torch.where(mask[..., None], enc, torch.full_like(enc, garbage))
         if layout == "strided":
             enc, s_prev, W_s, U_a = _strided(enc), _strided(s_prev), _transposed_view(W_s), _transposed_view(U_a)
+        elif layout == "expanded":  # one source sentence and one state for the whole batch: stride 0
+            enc, s_prev = enc[:1].expand_as(enc), s_prev[:1].expand_as(s_prev)
         elif layout == "U_a transposed":
             U_a = U_a.T.contiguous()
         args = (s_prev, y_prev, enc, W_a, U_a, v_a, W_y, W_s, W_c, b)
@@ -391,6 +403,8 @@ def bahdanau_decoder_step_cases(seed: int, gradients: bool = False, dtype: str =
         case(3, 5, 4, 3, 6, 2,
              "non-contiguous encoder states (stored time-major), s_prev, W_s and U_a (transposed views)",
              mask=_padding_mask(g, 3, 5), layout="strided"),
+        case(3, 5, 4, 3, 6, 2, "expanded encoder states and s_prev (one of each for the batch, stride 0), "
+             "padding mask", mask=_padding_mask(g, 3, 5), layout="expanded"),
         case(3, 6, 4, 3, 5, 2, "float64: B=3, T=6, padding mask", mask=_padding_mask(g, 3, 6), dtype=f64),
         case(2, 5, 4, 3, 6, 7, "U_a of shape (a, d_h) = (7, 6) does not fit the encoder states: an error",
              layout="U_a transposed", raises="Exception"),
@@ -453,8 +467,6 @@ def decoder_step_follows_the_paper(cases: list[Case], outputs: list) -> None:
 # the contract: every clause of the statements -> the hidden cases that exercise it
 
 F16, BF16, F64 = " (float16)", " (bfloat16)", " (float64)"
-EXPANDED = ("not gradable: this chapter's cases do not hand over stride-0 (expanded) inputs yet; the checks "
-            "and the wire keep such a layout since grader.checks.clone_layout, so a case can be added")
 
 CONTRACT = {
     "rnn_forward": {
@@ -478,7 +490,7 @@ CONTRACT = {
         "sequences of any length": ["a long sequence: B=2, T=30, d_in=3, H=7, no h0",
                                     f"a long sequence: B=2, T={LONG_LENGTHS[1]}, d_in=3, H=4, no h0"],
         "accepts non-contiguous inputs": ["non-contiguous x (stored time-major) and W_hh (a transposed view)"],
-        "accepts expanded inputs": EXPANDED,
+        "accepts expanded inputs": ["expanded x (one sequence for the batch, stride 0) and b_h (one value, stride 0)"],
         "differentiable: gradients to x, the weights, the bias and h0":
             ["gradients, float64: B=2, T=4, d_in=3, H=5, h0 given",
              "gradients, float64: B=2, T=9, d_in=4, H=6, h0 given, large weights"],
@@ -504,7 +516,7 @@ CONTRACT = {
              "inputs of size ~5 (tanh saturates): B=2, T=6, d_q=3, d_k=5, a=2"],
         "any number of keys": [f"a long sequence of keys: B=2, T={LONG_LENGTHS[2]}, d_q=3, d_k=4, a=5"],
         "accepts non-contiguous inputs": ["non-contiguous query, keys (stored time-major) and W_k (transposed views)"],
-        "accepts expanded inputs": EXPANDED,
+        "accepts expanded inputs": ["expanded query and keys (one of each for the batch, stride 0)"],
         "differentiable": ["gradients, float64: B=2, T=5, d_q=3, d_k=4, a=6", "gradients, float64: B=T=3, d_q=d_k=a=4"],
         "weights that do not fit raise an error (no silent transpose)":
             ["W_k of shape (a, d_k) = (6, 4) does not fit the keys: an error, not a silent transpose"],
@@ -529,6 +541,8 @@ CONTRACT = {
             ["a 1-D mask (T,) shared by the batch", "a mask (1, T) broadcast over the batch"],
         "scores of any size: no overflow":
             ["large scores (around +-500: exp overflows unless you subtract the max), no mask"],
+        "masked positions removed (set to -inf), not given a finite score: allowed scores far below -1e4 too":
+            ["every allowed score around -3e4, far below -1e4: a finite fill such as -1e4 outweighs them"],
         "keeps the inputs' dtype in float16, bfloat16, float32 and float64 (a mask fill the dtype can hold)":
             ["padding mask: B=4, T=7, d_v=2, scores of the padded positions are garbage up to 2e3" + F16,
              "padding mask: B=4, T=7, d_v=2, scores of the padded positions are garbage up to 2e3" + BF16,
@@ -574,7 +588,8 @@ CONTRACT = {
         "any source length": [f"a long source: B=2, T={LONG_LENGTHS[1]}, padding mask"],
         "accepts non-contiguous inputs":
             ["non-contiguous encoder states (stored time-major), s_prev, W_s and U_a (transposed views)"],
-        "accepts expanded inputs": EXPANDED,
+        "accepts expanded inputs": ["expanded encoder states and s_prev (one of each for the batch, stride 0), "
+                                    "padding mask"],
         "differentiable through the attention and the cell":
             ["gradients, float64: B=2, T=5, H=4, d_y=3, d_h=6, a=5, no mask",
              "gradients, float64: B=3, T=6, padding mask"],
