@@ -8,7 +8,7 @@ log-sum-exp instead of storing the attention matrix; an autograd ``Function`` ty
 and a helper that measures the peak memory of each approach in a fresh process.
 
 Conventions: ``q`` is ``(..., T_q, d)``, ``k`` is ``(..., T_k, d)``, ``v`` is ``(..., T_k, d_v)`` with
-the same leading batch dims (typically ``(B, H)``), and scores are scaled by ``1/sqrt(d)``.
+the same leading batch dims (typically ``(B, h)``), and scores are scaled by ``1/sqrt(d)``.
 ``causal=True`` lets query ``i`` attend to keys ``j <= i``, counting both from the start of their
 sequences ("top-left aligned"): the convention of ``torch.nn.functional.scaled_dot_product_attention``
 with ``is_causal=True``, also when ``T_q != T_k``. With that alignment every query sees key 0, so no row
@@ -297,7 +297,7 @@ def triton_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The Triton exercise's function, answered: the launcher with the answer-key kernel.
 
-    ``q`` ``(B, H, T_q, d)``, ``k``, ``v`` ``(B, H, T_k, d)`` (float32 or float16; bfloat16 on a GPU),
+    ``q`` ``(B, h, T_q, d)``, ``k``, ``v`` ``(B, h, T_k, d)`` (float32 or float16; bfloat16 on a GPU),
     ``d`` in (16, 32, 64, 128). Returns ``(out, lse)``: ``out`` in ``q``'s dtype, ``lse`` float32. On a CPU
     the kernel runs in Triton's interpreter; needs ``triton``.
     """
@@ -331,13 +331,13 @@ def status(field):
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
 
 
-def measure(kind, B, H, T, d, causal, block):
+def measure(kind, B, h, T, d, causal, block):
     torch.set_num_threads(1)
     fn = {"naive": lambda q, k, v: naive_attention(q, k, v, causal),
           "tiled": lambda q, k, v: flash_attention_forward(q, k, v, block, block, causal),
           "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)}[kind]
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(B, H, T, d, generator=g) for _ in range(3))
+    q, k, v = (torch.randn(B, h, T, d, generator=g) for _ in range(3))
     fn(q[..., :8, :], k[..., :8, :], v[..., :8, :])  # one-off allocations (thread pools, kernels) land here
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset the high-water mark VmHWM to the current RSS
@@ -369,9 +369,9 @@ KINDS = ("naive", "tiled", "sdpa")
 def peak_rss_increases(specs: list[tuple], workers: int = 2) -> list[int]:
     """Peak resident memory (bytes) that each attention forward call adds, each in a fresh process.
 
-    ``specs`` holds ``(kind, B, H, T, d, causal, block)`` tuples: ``kind`` is ``"naive"``
+    ``specs`` holds ``(kind, B, h, T, d, causal, block)`` tuples: ``kind`` is ``"naive"``
     (:func:`naive_attention`), ``"tiled"`` (:func:`flash_attention_forward` with ``block x block``
-    tiles) or ``"sdpa"`` (``F.scaled_dot_product_attention``), on float32 inputs ``(B, H, T, d)`` on the
+    tiles) or ``"sdpa"`` (``F.scaled_dot_product_attention``), on float32 inputs ``(B, h, T, d)`` on the
     CPU with one thread.
 
     The peak RSS of a process includes the interpreter, torch and the inputs; what a call costs is the
@@ -384,7 +384,7 @@ def peak_rss_increases(specs: list[tuple], workers: int = 2) -> list[int]:
     """
     for spec in specs:
         if len(spec) != 7 or spec[0] not in KINDS:
-            raise ValueError(f"a spec is (kind, B, H, T, d, causal, block) with kind in {KINDS}, got {spec!r}")
+            raise ValueError(f"a spec is (kind, B, h, T, d, causal, block) with kind in {KINDS}, got {spec!r}")
     root = str(Path(__file__).resolve().parents[1])
     # a fixed mmap threshold (glibc) returns every freed block of 1 MiB or more to the system at once
     # instead of adapting the threshold and caching it, which makes the peaks repeatable
@@ -408,7 +408,7 @@ def peak_rss_increases(specs: list[tuple], workers: int = 2) -> list[int]:
     return results
 
 
-def peak_rss_increase(kind: str, B: int, H: int, T: int, d: int, causal: bool = False,
+def peak_rss_increase(kind: str, B: int, h: int, T: int, d: int, causal: bool = False,
                       block: int = 128) -> int:
     """Peak resident memory (bytes) one forward call of ``kind`` adds; see :func:`peak_rss_increases`."""
-    return peak_rss_increases([(kind, B, H, T, d, causal, block)], workers=1)[0]
+    return peak_rss_increases([(kind, B, h, T, d, causal, block)], workers=1)[0]

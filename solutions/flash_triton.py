@@ -12,8 +12,8 @@ algorithm as one Triton kernel, so a tile of scores lives only in registers and 
   and streams the query blocks to accumulate ``dK`` and ``dV``; another owns a query block and streams
   the key blocks to accumulate ``dQ``. The probabilities are recomputed from ``q``, ``k`` and ``lse``.
 
-Conventions, as in the rest of the course: ``q`` is ``(B, H, T_q, d)``, ``k`` and ``v`` are
-``(B, H, T_k, d)``, the scale is ``1/sqrt(d)``, ``causal=True`` is top-left aligned like
+Conventions, as in the rest of the course: ``q`` is ``(B, h, T_q, d)``, ``k`` and ``v`` are
+``(B, h, T_k, d)``, the scale is ``1/sqrt(d)``, ``causal=True`` is top-left aligned like
 ``F.scaled_dot_product_attention(is_causal=True)`` (query ``i`` sees keys ``j <= i``; with ``T_q > T_k``
 the last rows see every key, with ``T_q < T_k`` the last keys are seen by no one), and ``lse`` is the
 natural log of the softmax denominator, ``lse_i = log sum_j exp(q_i . k_j / sqrt(d))``, in fp32.
@@ -139,7 +139,7 @@ if HAVE_TRITON:
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
         stride_ob, stride_oh, stride_om, stride_od,
-        H, T_q, T_k, qk_scale,
+        h, T_q, T_k, qk_scale,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
     ):
@@ -147,8 +147,8 @@ if HAVE_TRITON:
         if CAUSAL:  # the last query blocks have the most keys to see: start them first, shorten the tail
             pid_m = tl.num_programs(0) - 1 - pid_m
         pid_bh = tl.program_id(1)
-        off_b = (pid_bh // H).to(tl.int64)
-        off_h = (pid_bh % H).to(tl.int64)
+        off_b = (pid_bh // h).to(tl.int64)
+        off_h = (pid_bh % h).to(tl.int64)
         q_base = Q + off_b * stride_qb + off_h * stride_qh
         k_base = K + off_b * stride_kb + off_h * stride_kh
         v_base = V + off_b * stride_vb + off_h * stride_vh
@@ -213,14 +213,14 @@ if HAVE_TRITON:
         O, DO, DELTA,
         stride_ob, stride_oh, stride_om, stride_od,
         stride_db, stride_dh, stride_dm, stride_dd,
-        H, T_q,
+        h, T_q,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
     ):
         """delta_i = sum_d dO[i, d] * O[i, d] (fp32): the row term of softmax's backward."""
         pid_m = tl.program_id(0)
         pid_bh = tl.program_id(1)
-        off_b = (pid_bh // H).to(tl.int64)
-        off_h = (pid_bh % H).to(tl.int64)
+        off_b = (pid_bh // h).to(tl.int64)
+        off_h = (pid_bh % h).to(tl.int64)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_d = tl.arange(0, HEAD_DIM)
         row_ok = offs_m[:, None] < T_q
@@ -238,7 +238,7 @@ if HAVE_TRITON:
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
         stride_db, stride_dh, stride_dm, stride_dd,
-        H, T_q, T_k, sm_scale, qk_scale,
+        h, T_q, T_k, sm_scale, qk_scale,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
     ):
@@ -248,11 +248,11 @@ if HAVE_TRITON:
         """
         pid_n = tl.program_id(0)
         pid_bh = tl.program_id(1)
-        off_b = (pid_bh // H).to(tl.int64)
-        off_h = (pid_bh % H).to(tl.int64)
+        off_b = (pid_bh // h).to(tl.int64)
+        off_h = (pid_bh % h).to(tl.int64)
         q_base = Q + off_b * stride_qb + off_h * stride_qh
         do_base = DO + off_b * stride_db + off_h * stride_dh
-        row_base = pid_bh.to(tl.int64) * T_q  # LSE and DELTA are (B*H, T_q), contiguous
+        row_base = pid_bh.to(tl.int64) * T_q  # LSE and DELTA are (B*h, T_q), contiguous
 
         start_n = pid_n * BLOCK_N
         offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -300,15 +300,15 @@ if HAVE_TRITON:
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
         stride_db, stride_dh, stride_dm, stride_dd,
-        H, T_q, T_k, sm_scale, qk_scale,
+        h, T_q, T_k, sm_scale, qk_scale,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
     ):
         """One query block: dQ = scale * sum_j dS K, streaming the key blocks. dQ has q's strides."""
         pid_m = tl.program_id(0)
         pid_bh = tl.program_id(1)
-        off_b = (pid_bh // H).to(tl.int64)
-        off_h = (pid_bh % H).to(tl.int64)
+        off_b = (pid_bh // h).to(tl.int64)
+        off_h = (pid_bh % h).to(tl.int64)
         k_base = K + off_b * stride_kb + off_h * stride_kh
         v_base = V + off_b * stride_vb + off_h * stride_vh
         row_base = pid_bh.to(tl.int64) * T_q
@@ -402,10 +402,10 @@ def _check_device(*tensors: torch.Tensor) -> None:
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(f"q, k, v must be (B, H, T, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    B, H, _, d = q.shape
-    if k.shape[:2] != (B, H) or v.shape[:2] != (B, H):
-        raise ValueError(f"q, k, v must share (B, H) = {(B, H)}; got {tuple(k.shape)} and {tuple(v.shape)}")
+        raise ValueError(f"q, k, v must be (B, h, T, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, h, _, d = q.shape
+    if k.shape[:2] != (B, h) or v.shape[:2] != (B, h):
+        raise ValueError(f"q, k, v must share (B, h) = {(B, h)}; got {tuple(k.shape)} and {tuple(v.shape)}")
     if k.shape[2] != v.shape[2]:
         raise ValueError(f"k and v must have the same length T_k; got {k.shape[2]} and {v.shape[2]}")
     if k.shape[3] != d or v.shape[3] != d:
@@ -450,7 +450,7 @@ def triton_flash_attention_forward(
     """Launch the forward kernel (no autograd): ``(out, lse)``.
 
     Args:
-        q: ``(B, H, T_q, d)``; k, v: ``(B, H, T_k, d)``; d in ``SUPPORTED_HEAD_DIMS``; one dtype among
+        q: ``(B, h, T_q, d)``; k, v: ``(B, h, T_k, d)``; d in ``SUPPORTED_HEAD_DIMS``; one dtype among
             fp32, fp16, bf16; any strides (the kernel takes them as arguments).
         causal: top-left aligned causal mask (query ``i`` sees keys ``j <= i``).
         block_m, block_n: query rows per program and keys per loop step (powers of two >= 16);
@@ -459,22 +459,22 @@ def triton_flash_attention_forward(
         allow_tf32: fp32 inputs only: let ``tl.dot`` use TF32 tensor cores.
 
     Returns:
-        ``out`` ``(B, H, T_q, d)`` in the input dtype and ``lse`` ``(B, H, T_q)`` in fp32 (natural log).
+        ``out`` ``(B, h, T_q, d)`` in the input dtype and ``lse`` ``(B, h, T_q)`` in fp32 (natural log).
     """
     _require_triton()
     _check_qkv(q, k, v)
     cfg = _blocks(q.shape[-1], q.device, block_m, block_n, num_warps, num_stages)
     _check_device(q, k, v)
-    B, H, T_q, d = q.shape
+    B, h, T_q, d = q.shape
     T_k = k.shape[2]
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = torch.empty((B, H, T_q), device=q.device, dtype=torch.float32)
+    lse = torch.empty((B, h, T_q), device=q.device, dtype=torch.float32)
     qk_scale = LOG2_E / math.sqrt(d)  # 1/sqrt(d) and the change of base folded into one multiply
-    grid = (triton.cdiv(T_q, cfg.block_m), B * H)
+    grid = (triton.cdiv(T_q, cfg.block_m), B * h)
     _fwd_kernel[grid](
         q, k, v, out, lse,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        H, T_q, T_k, qk_scale,
+        h, T_q, T_k, qk_scale,
         HEAD_DIM=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=bool(causal),
         EVEN_M=T_q % cfg.block_m == 0, EVEN_N=T_k % cfg.block_n == 0,
         DOT_PRECISION=_dot_precision(q.dtype, allow_tf32),
@@ -500,7 +500,7 @@ def triton_flash_attention_backward(
 
     ``delta = rowsum(dO * O)``, then ``dK, dV`` per key block and ``dQ`` per query block, each
     recomputing ``P = exp(S - lse)`` tile by tile (no ``(T_q, T_k)`` tensor, no atomics). Shapes as in
-    :func:`triton_flash_attention_forward`; ``lse`` is ``(B, H, T_q)`` fp32. Gradients come back in the
+    :func:`triton_flash_attention_forward`; ``lse`` is ``(B, h, T_q)`` fp32. Gradients come back in the
     input dtype, with the shapes of ``q``, ``k``, ``v``.
     """
     _require_triton()
@@ -509,10 +509,10 @@ def triton_flash_attention_backward(
     _check_device(q, k, v, grad_out, out, lse)
     if grad_out.shape != q.shape or out.shape != q.shape:
         raise ValueError(f"grad_out and out must have q's shape {tuple(q.shape)}")
-    B, H, T_q, d = q.shape
+    B, h, T_q, d = q.shape
     T_k = k.shape[2]
-    if lse.shape != (B, H, T_q):
-        raise ValueError(f"lse must be (B, H, T_q) = {(B, H, T_q)}, got {tuple(lse.shape)}")
+    if lse.shape != (B, h, T_q):
+        raise ValueError(f"lse must be (B, h, T_q) = {(B, h, T_q)}, got {tuple(lse.shape)}")
     cfg = _blocks(d, q.device, block_m, block_n, num_warps, 1)
     # backward tiles hold more live arrays than the forward ones; cap them at 64 on a GPU
     bm = cfg.block_m if interpreting() or block_m else min(cfg.block_m, 64)
@@ -520,8 +520,8 @@ def triton_flash_attention_backward(
     grad_out = grad_out.to(q.dtype)
     lse = lse.to(torch.float32).contiguous()
     delta = torch.empty_like(lse)
-    _bwd_delta_kernel[(triton.cdiv(T_q, bm), B * H)](
-        out, grad_out, delta, *out.stride(), *grad_out.stride(), H, T_q,
+    _bwd_delta_kernel[(triton.cdiv(T_q, bm), B * h)](
+        out, grad_out, delta, *out.stride(), *grad_out.stride(), h, T_q,
         HEAD_DIM=d, BLOCK_M=bm, num_warps=cfg.num_warps,
     )
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -532,15 +532,15 @@ def triton_flash_attention_backward(
     sm_scale = 1.0 / math.sqrt(d)
     common = dict(HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal),
                   DOT_PRECISION=_dot_precision(q.dtype, allow_tf32), num_warps=cfg.num_warps)
-    _bwd_dkdv_kernel[(triton.cdiv(T_k, bn), B * H)](
+    _bwd_dkdv_kernel[(triton.cdiv(T_k, bn), B * h)](
         q, k, v, grad_out, lse, delta, dk, dv,
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(),
-        H, T_q, T_k, sm_scale, sm_scale * LOG2_E, **common,
+        h, T_q, T_k, sm_scale, sm_scale * LOG2_E, **common,
     )
-    _bwd_dq_kernel[(triton.cdiv(T_q, bm), B * H)](
+    _bwd_dq_kernel[(triton.cdiv(T_q, bm), B * h)](
         q, k, v, grad_out, lse, delta, dq,
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(),
-        H, T_q, T_k, sm_scale, sm_scale * LOG2_E, **common,
+        h, T_q, T_k, sm_scale, sm_scale * LOG2_E, **common,
     )
     return dq, dk, dv
 
@@ -580,7 +580,7 @@ def triton_flash_attention(
     """FlashAttention in Triton: ``softmax(q k^T / sqrt(d)) v`` and the row log-sum-exp.
 
     Args:
-        q: queries ``(B, H, T_q, d)``; k, v: keys and values ``(B, H, T_k, d)``; ``T_q`` may differ from
+        q: queries ``(B, h, T_q, d)``; k, v: keys and values ``(B, h, T_k, d)``; ``T_q`` may differ from
             ``T_k``; d in {16, 32, 64, 128}; fp32, fp16 or bf16 (accumulation is fp32 throughout).
         causal: top-left aligned causal mask, as ``F.scaled_dot_product_attention(is_causal=True)``.
         block_m, block_n: tile sizes (powers of two >= 16); ``None``: :func:`default_config`.
@@ -588,8 +588,8 @@ def triton_flash_attention(
         allow_tf32: fp32 inputs only: TF32 tensor-core dot products (faster, ~1e-3 relative error).
 
     Returns:
-        ``(out, lse)``: ``out`` ``(B, H, T_q, d)`` in the input dtype, differentiable (the backward runs
-        the FlashAttention-2 kernels of this module); ``lse`` ``(B, H, T_q)`` fp32, natural log,
+        ``(out, lse)``: ``out`` ``(B, h, T_q, d)`` in the input dtype, differentiable (the backward runs
+        the FlashAttention-2 kernels of this module); ``lse`` ``(B, h, T_q)`` fp32, natural log,
         not differentiable.
 
     Raises:
@@ -619,7 +619,7 @@ EXERCISE_HEAD_DIMS = (16, 32, 64, 128)
 
 
 def attention_forward_kernel(
-    Q, K, V, O, LSE,  # pointers: q, o (B*H, T_q, D); k, v (B*H, T_k, D), contiguous; lse (B*H, T_q) fp32
+    Q, K, V, O, LSE,  # pointers: q, o (B*h, T_q, D); k, v (B*h, T_k, D), contiguous; lse (B*h, T_q) fp32
     T_q, T_k, sm_scale,  # lengths, and the score scale 1/sqrt(D)
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
 ):
@@ -724,29 +724,29 @@ def launch_attention_forward(kernel, q: torch.Tensor, k: torch.Tensor, v: torch.
                              causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The exercise's launcher: checks, allocation, grid, one launch of ``kernel``; ``(out, lse)``.
 
-    ``q`` ``(B, H, T_q, d)``, ``k`` and ``v`` ``(B, H, T_k, d)``, one dtype (float32 or float16; bfloat16
+    ``q`` ``(B, h, T_q, d)``, ``k`` and ``v`` ``(B, h, T_k, d)``, one dtype (float32 or float16; bfloat16
     on a GPU), ``d`` in :data:`EXERCISE_HEAD_DIMS`. Returns ``out`` in ``q``'s dtype and ``lse`` in float32.
     The notebook's launcher cell is this function's body with the student's kernel.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(f"q, k, v must be (B, H, T, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    B, H, T_q, d = q.shape
+        raise ValueError(f"q, k, v must be (B, h, T, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, h, T_q, d = q.shape
     T_k = k.shape[2]
-    if k.shape != (B, H, T_k, d) or v.shape != (B, H, T_k, d):
-        raise ValueError(f"k and v must be (B, H, T_k, d) = (B, H, T_k, {d}); got {tuple(k.shape)}, {tuple(v.shape)}")
+    if k.shape != (B, h, T_k, d) or v.shape != (B, h, T_k, d):
+        raise ValueError(f"k and v must be (B, h, T_k, d) = (B, h, T_k, {d}); got {tuple(k.shape)}, {tuple(v.shape)}")
     if d not in EXERCISE_HEAD_DIMS or T_q == 0 or T_k == 0:
         raise ValueError(f"d must be one of {EXERCISE_HEAD_DIMS} and T_q, T_k >= 1; got d={d}, T_q={T_q}, T_k={T_k}")
     if q.dtype not in (torch.float32, torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"q, k, v must share one dtype among float32, float16, bfloat16; "
                          f"got {q.dtype}, {k.dtype}, {v.dtype}")
     block_m, block_n = EXERCISE_BLOCKS["cuda" if q.is_cuda else "interpreter"]
-    q3, k3, v3 = (t.reshape(B * H, t.shape[2], d).contiguous() for t in (q, k, v))  # copies only when strided
+    q3, k3, v3 = (t.reshape(B * h, t.shape[2], d).contiguous() for t in (q, k, v))  # copies only when strided
     out = torch.empty_like(q3)
-    lse = torch.empty((B * H, T_q), dtype=torch.float32, device=q.device)
-    grid = (triton.cdiv(T_q, block_m), B * H)
+    lse = torch.empty((B * h, T_q), dtype=torch.float32, device=q.device)
+    grid = (triton.cdiv(T_q, block_m), B * h)
     kernel[grid](q3, k3, v3, out, lse, T_q, T_k, 1.0 / math.sqrt(d),
                  HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=bool(causal))
-    return out.reshape(B, H, T_q, d), lse.reshape(B, H, T_q)
+    return out.reshape(B, h, T_q, d), lse.reshape(B, h, T_q)
 
 
 def triton_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

@@ -180,7 +180,7 @@ def test_bad_arguments_raise_value_errors():
     x = torch.zeros(1, 1, 8, 16)
     with pytest.raises(ValueError, match="head dim"):
         triton_flash_attention(*(torch.zeros(1, 1, 8, 24) for _ in range(3)))
-    with pytest.raises(ValueError, match=r"\(B, H, T, d\)"):
+    with pytest.raises(ValueError, match=r"\(B, h, T, d\)"):
         triton_flash_attention(x[0], x[0], x[0])
     with pytest.raises(ValueError, match="one dtype"):
         triton_flash_attention(x, x.half(), x)

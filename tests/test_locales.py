@@ -242,3 +242,21 @@ def test_the_real_catalogs_pass_the_guards_on_their_own():
     assert not problems, "\n".join(problems[:40])
     equations = [m for po in folder.rglob("*.po") for m in _read(po) if m.id and locales._display_maths(m.id)]
     assert len(equations) >= 80 and all(m.string == m.id for m in equations)
+
+
+def test_babels_previous_msgid_remnants_never_stay_in_a_catalog(tmp_path):
+    """babel reads the continuation lines of a fuzzy message's ``#|`` old English back as translator comments
+    and wraps them again on the next update ('# | ...' lines, lone words): the catalogs' writer drops them and
+    keeps the comments translators write."""
+    catalog = Catalog(locale="zh_CN")
+    catalog.add("Hello", "你好", user_comments=["| msgid \"Hello there, a long", "because", "| old English",
+                                                 "glue-alias: a -> b: Chinese counts in 万"])
+    path = tmp_path / "page.po"
+    locales._write(path, catalog)
+    text = path.read_text()
+    assert "# |" not in text and "# because" not in text, text
+    assert "# glue-alias: a -> b: Chinese counts in 万" in text, text
+    for po in sorted(locales.catalogs(COURSE, "zh_CN").rglob("*.po")):
+        body = po.read_text(encoding="utf-8").split("\n\n", 1)[-1]
+        junk = [line for line in body.splitlines() if line.startswith("# ") and locales._junk(line[2:])]
+        assert not junk, f"{po.name}: babel's remnants {junk[:3]} (rewrite it with grader.book.locales._write)"

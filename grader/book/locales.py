@@ -259,9 +259,21 @@ def _read(path: Path):
         return read_po(fh, abort_invalid=True)
 
 
+def _junk(comment: str) -> bool:
+    """A translator comment that babel made from its own previous-msgid lines: it writes a fuzzy message's old
+    English wrapped at 76 columns as ``#|`` lines, reads the continuation lines back as translator comments
+    (``| ...``) and wraps those again, leaving ``# | ...`` lines and lone words behind on every update. A
+    comment of one word is such a remnant (the comments translators write, ``glue-alias:`` and
+    ``glossary-exempt:`` ones, have a reason after the colon)."""
+    text = comment.strip()
+    return not text or text.startswith("|") or (" " not in text and not text.endswith(":"))
+
+
 def _write(path: Path, catalog) -> None:
     from babel.messages.pofile import write_po
 
+    for message in catalog:
+        message.user_comments = [c for c in message.user_comments if not _junk(c)]
     buf = io.BytesIO()
     write_po(buf, catalog, width=0, ignore_obsolete=True, include_previous=True)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -390,7 +390,7 @@ def attention_entropy_cases(seed: int) -> list[Case]:
               & (torch.arange(6)[None, :, None] < short[:, None, None])
               & (torch.arange(6)[None, None, :] < short[:, None, None]))[:, None]  # (2, 1, 6, 6)
     return [
-        Case(args=(_weights(g, 2, 3, 6, 6, mask=causal), causal), label="causal (6, 6) mask, (B=2, H=3)"),
+        Case(args=(_weights(g, 2, 3, 6, 6, mask=causal), causal), label="causal (6, 6) mask, (B=2, h=3)"),
         Case(args=(_weights(g, 2, 3, 6, 6, mask=causal), causal), requires_grad=True, label="weights straight from a model's forward pass (requiring grad), causal mask"),
         Case(args=(_weights(g, 2, 4, 5, 7),), label="no mask: every key counts, T_q=5 < T_k=7"),
         Case(args=(_weights(g, 2, 2, 4, 7, mask=padding), padding),
@@ -421,7 +421,7 @@ def head_redundancy_cases(seed: int) -> list[Case]:
     zero_head = _weights(g, 1, 3, 4, 4)
     zero_head[:, 1] = 0.0
     return [
-        Case(args=(w,), label="(B=2, H=4, T=5, T=5)"),
+        Case(args=(w,), label="(B=2, h=4, T=5, T=5)"),
         Case(args=(_weights(g, 2, 3, 5, 6),), requires_grad=True, label="weights straight from a model's forward pass (requiring grad)"),
         Case(args=(_weights(g, 3, 3, 4, 9),), label="T_q=4 < T_k=9, B=3"),
         Case(args=(copies,), label="three identical heads: all ones"),
@@ -583,7 +583,7 @@ CONTRACT = {
     },
     "attention_entropy": {
         "(H,): mean over batch and rows of -sum p log p / log n, n allowed keys":
-            ["causal (6, 6) mask, (B=2, H=3)", "peaked weights (scores of size ~8)",
+            ["causal (6, 6) mask, (B=2, h=3)", "peaked weights (scores of size ~8)",
              "one mean over all rows: 5 rows in one sequence, 2 in the other (causal and padding mask)"],
         "mask None: every key counts": ["no mask: every key counts, T_q=5 < T_k=7"],
         "weights as a model returns them (requiring grad)":
@@ -600,7 +600,7 @@ CONTRACT = {
     },
     "head_redundancy": {
         "(H, H) cosine similarity of the heads' weights flattened over (B, T_q, T_k)":
-            ["(B=2, H=4, T=5, T=5)", "T_q=4 < T_k=9, B=3", "one head: [[1]]"],
+            ["(B=2, h=4, T=5, T=5)", "T_q=4 < T_k=9, B=3", "one head: [[1]]"],
         "identical heads give 1": ["three identical heads: all ones"],
         "accepts non-contiguous weights": ["non-contiguous weights (a transposed view)"],
         "weights as a model returns them (requiring grad)": ["weights straight from a model's forward pass (requiring grad)"],

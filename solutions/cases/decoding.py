@@ -119,9 +119,9 @@ def decode_step_cases(seed: int, dtype: str = "float32") -> list[Case]:
         return q, k_new, v_new, (past[0][:, :1].expand(past[0].shape), past[1][:, :1].expand(past[1].shape))
 
     cases = [
-        case((2, 3), 7, 1, 8, 8, "(B=2, H=3), one new token over a cache of 7"),
+        case((2, 3), 7, 1, 8, 8, "(B=2, h=3), one new token over a cache of 7"),
         case((2,), None, 5, 4, 4, "no cache (past=None), 5 tokens: plain causal attention"),
-        case((2, 2), 6, 4, 8, 5, "(B=2, H=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5"),
+        case((2, 2), 6, 4, 8, 5, "(B=2, h=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5"),
     ]
     if dt != torch.float32:
         return cases
@@ -241,7 +241,7 @@ def cached_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
         return Case(args=_qkv(g, batch, T_q, T_k, d_k, d_v, dt, scale), label=_tag(label, dt))
 
     cases = [
-        case((2, 2), 1, 8, 4, 4, "(B=2, H=2), one new query over a cache of 8 (it sees every key)"),
+        case((2, 2), 1, 8, 4, 4, "(B=2, h=2), one new query over a cache of 8 (it sees every key)"),
         case((2,), 3, 9, 8, 5, "batch 2, a chunk of 3 new queries over 9 keys, d_k=8, d_v=5"),
     ]
     if dt != torch.float32:
@@ -399,7 +399,7 @@ def split_kv_attention_cases(seed: int, dtype: str = "float32") -> list[Case]:
         return Case(args=(*_qkv(g, batch, T_q, T_k, d_k, d_v, dt, scale), n), label=_tag(label, dt))
 
     cases = [
-        case((2, 2), 1, 64, 8, 8, 4, "(B=2, H=2), one query, 64 keys in 4 chunks of 16"),
+        case((2, 2), 1, 64, 8, 8, 4, "(B=2, h=2), one query, 64 keys in 4 chunks of 16"),
         case((2,), 3, 50, 4, 6, 4, "50 keys in 4 splits: chunks of 13, the last of 11"),
     ]
     if dt != torch.float32:
@@ -518,8 +518,8 @@ CONTRACT = {
     },
     "decode_step": {
         "out is (..., T_new, d_v), causal with bottom-right alignment over past + new": [
-            "(B=2, H=3), one new token over a cache of 7",
-            "(B=2, H=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5",
+            "(B=2, h=3), one new token over a cache of 7",
+            "(B=2, h=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5",
         ],
         "past=None is no cache: plain causal attention over the new tokens": [
             "no cache (past=None), 5 tokens: plain causal attention"
@@ -535,7 +535,7 @@ CONTRACT = {
             "5-D inputs (2, 2, 2, T, d)",
             "2-D inputs (T, d): no batch axes",
         ],
-        "d_k may differ from d_v": ["(B=2, H=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5"],
+        "d_k may differ from d_v": ["(B=2, h=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5"],
         "the future removed (-inf), whatever the scores: every allowed score far below -1e4 too": [
             "a chunk of 3 new tokens over a cache of 4, " + _FAR_BELOW],
         "present is new tensors, never the caller's k_new and v_new (past=None)": ["no cache (past=None), read after the inputs were overwritten: present holds new tensors, not the caller's k_new and v_new"],
@@ -549,9 +549,9 @@ CONTRACT = {
         ],
         "past may be passed by keyword": ["past passed as a keyword"],
         "float16, bfloat16, float32, float64 (result in the input's dtype)": [
-            "(B=2, H=3), one new token over a cache of 7 (float16)",
-            "(B=2, H=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5 (bfloat16)",
-            "(B=2, H=3), one new token over a cache of 7",
+            "(B=2, h=3), one new token over a cache of 7 (float16)",
+            "(B=2, h=2), a chunk of 4 new tokens over a cache of 6, d_k=8, d_v=5 (bfloat16)",
+            "(B=2, h=3), one new token over a cache of 7",
             "float64: the result stays float64",
         ],
         "extreme values: large scores, a stable softmax": ["large scores (entries ~6): a stable softmax"],
@@ -562,7 +562,7 @@ CONTRACT = {
         "long caches": ["a long cache of 40 tokens, one new token"],
         "inputs (the cache included) are left unchanged": [
             "the cache is expanded over heads (one tensor, stride 0)",
-            "(B=2, H=3), one new token over a cache of 7",
+            "(B=2, h=3), one new token over a cache of 7",
         ],
     },
     "GroupedQueryAttention": {
@@ -631,7 +631,7 @@ CONTRACT = {
     },
     "split_kv_attention": {
         "exact non-causal attention of q over k, v": [
-            "(B=2, H=2), one query, 64 keys in 4 chunks of 16",
+            "(B=2, h=2), one query, 64 keys in 4 chunks of 16",
             "n_splits=1: one chunk, plain attention",
         ],
         "contiguous chunks; the last may be shorter": ["50 keys in 4 splits: chunks of 13, the last of 11"],
@@ -642,12 +642,12 @@ CONTRACT = {
         ],
         "any number of leading axes; d_k may differ from d_v": [
             "2-D inputs (T, d), d_k=8, d_v=3",
-            "(B=2, H=2), one query, 64 keys in 4 chunks of 16",
+            "(B=2, h=2), one query, 64 keys in 4 chunks of 16",
         ],
         "float16, bfloat16, float32, float64 (result in q's dtype)": [
-            "(B=2, H=2), one query, 64 keys in 4 chunks of 16 (float16)",
+            "(B=2, h=2), one query, 64 keys in 4 chunks of 16 (float16)",
             "50 keys in 4 splits: chunks of 13, the last of 11 (bfloat16)",
-            "(B=2, H=2), one query, 64 keys in 4 chunks of 16",
+            "(B=2, h=2), one query, 64 keys in 4 chunks of 16",
             "float64: the result stays float64",
         ],
         "non-contiguous and expanded k, v": [
@@ -677,7 +677,7 @@ CONTRACT = {
             "batch (2, 2), 2 new queries over 3 keys",
         ],
         "one new query attends to every cached key": [
-            "(B=2, H=2), one new query over a cache of 8 (it sees every key)"
+            "(B=2, h=2), one new query over a cache of 8 (it sees every key)"
         ],
         "a chunk of new queries: bottom-right causal among them": [
             "batch 2, a chunk of 3 new queries over 9 keys, d_k=8, d_v=5"
@@ -689,7 +689,7 @@ CONTRACT = {
             "batch (1,), 6 new queries over 6 keys",
         ],
         "float16, bfloat16, float32, float64": [
-            "(B=2, H=2), one new query over a cache of 8 (it sees every key) (float16)",
+            "(B=2, h=2), one new query over a cache of 8 (it sees every key) (float16)",
             "batch 2, a chunk of 3 new queries over 9 keys, d_k=8, d_v=5 (bfloat16)",
             "float64: the result stays float64",
         ],
