@@ -337,7 +337,7 @@ def from_plain(x: Any) -> Any:
             return torch.from_numpy(x.value.copy())
         if x.kind == "meta":
             return torch.empty(tuple(x.value.tolist()), dtype=getattr(torch, x.dtype), device="meta")
-        if x.value.ndim == 0 and x.value.dtype.kind in "iu":
+        if _numpy_integer(x):
             return x.value[()]  # a numpy integer, as it was returned
         return x.value.copy()
     if isinstance(x, list):
@@ -898,10 +898,6 @@ def _finish(result: Any) -> Any:
     return result
 
 
-def _forward(obj: Any, case: Case, args: tuple, kwargs: dict) -> Any:
-    return _finish(_target(obj, case)(*args, **kwargs))
-
-
 def evaluate(obj: Any, cases: list[Case], banned: Iterable[str] = ()) -> list[Outcome]:
     """Run the student's object on a fresh copy of every case and return plain outcomes."""
     outcomes = []
@@ -963,8 +959,7 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
         if got.dtype != expected.dtype:
             return f"{name} has dtype {got.dtype}, expected {expected.dtype}"
         return None
-    if (isinstance(expected, Array) and expected.kind == "numpy" and expected.value.ndim == 0
-            and expected.value.dtype.kind in "iu" and type(got) is int):
+    if _numpy_integer(expected) and type(got) is int:
         value = expected.value[()]  # the reference returned a numpy integer: a Python int of its value is right too
         return None if got == int(value) else f"{name} is {got!r}, expected {int(value)!r}"
     if isinstance(expected, Array):
@@ -1016,7 +1011,7 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
         same = type(got) is type(expected) and got == expected
         return None if same else f"{name} is {got!r}, expected {expected!r}"
     if isinstance(expected, int):
-        if isinstance(got, Array) and got.kind == "numpy" and got.value.ndim == 0 and got.value.dtype.kind in "iu":
+        if _numpy_integer(got):
             return (f"{name} is a numpy {got.dtype} ({got.value[()]}), expected a Python int {expected!r}: numpy "
                     "integers wrap around past their range, Python ints do not")
         return None if (type(got) is int and got == expected) else f"{name} is {got!r}, expected {expected!r}"
@@ -1029,6 +1024,11 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, path: str = "") -
             return f"{name} is {got:.6g}, off by {abs(got - expected):.3g}; tolerance atol={atol:g}, rtol={rtol:g}"
         return None
     raise TypeError(f"cannot compare reference value of type {type(expected).__name__}")
+
+
+def _numpy_integer(x: Any) -> bool:
+    """A numpy integer as :func:`to_plain` keeps it: a 0-d numpy array of an integer dtype."""
+    return isinstance(x, Array) and x.kind == "numpy" and x.value.ndim == 0 and x.value.dtype.kind in "iu"
 
 
 def _kind(x: Any) -> str:

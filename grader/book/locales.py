@@ -389,7 +389,8 @@ def check_message(msgid: str, msgstr: str, pairs: dict[str, list[str]], *, keep:
         return [] if msgstr == msgid else ["has nothing to translate: the translation must be the message itself"]
     if _CJK_CHAR.search(msgstr):
         problems += _link_problems(msgstr)
-    want, got = protected(msgid), [_unalias(k, glue_aliases or {}) for k in protected(msgstr)]
+    shown_for = {shown: english for english, shown in (glue_aliases or {}).items()}
+    want, got = protected(msgid), [_unalias(k, shown_for) for k in protected(msgstr)]
     missing = [k for k in want if got.count(k) < want.count(k)]
     extra = [k for k in got if want.count(k) < got.count(k)]
     if missing:
@@ -456,12 +457,13 @@ def _link_problems(msgstr: str) -> list[str]:
     return problems
 
 
-def _unalias(kept: str, glue_aliases: dict[str, str]) -> str:
-    """A glued value of the translation named back by the English value it stands for (see check_message)."""
+def _unalias(kept: str, shown_for: dict[str, str]) -> str:
+    """A glued value of the translation named back by the English value it stands for (``shown_for``: the shown
+    key to the English one, the aliases of check_message turned round)."""
     m = _ROLE.fullmatch(kept)
     if not m or not m.group(1).startswith("glue"):
         return kept
-    english = {b: a for a, b in glue_aliases.items()}.get(m.group(2))
+    english = shown_for.get(m.group(2))
     return kept if english is None else f"{{{m.group(1)}}}`{english}`"
 
 
